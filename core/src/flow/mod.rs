@@ -1,0 +1,709 @@
+//! The managed flow of SPEC §5: one `manage_connections` tool call as a sans-IO state machine.
+//!
+//! Inputs come in through `handle_*(…, now)`; effects go out through [`Flow::poll_effect`]
+//! until it returns `None`; [`Flow::poll_timeout`] names the next wake-up and why. The flow
+//! owns its [`Operation`] and decides every rule once: which call to make, whether an answer
+//! is late, when to settle and what to return.
+//!
+//! ```text
+//!  start ─▶ Registering ─▶ (Repairing) ─▶ Minting ─▶ (Misrouting) ─▶ Watching ─▶ Done
+//!   │  (card path only)        reconnect                 catalog hit      │ settle
+//!   └─▶ status: one list read ─────────────────────────────────────────────┘
+//! ```
+
+mod prepare;
+mod watch;
+
+use crate::card::{AnswerKind, CardAnswer, CardReply};
+use crate::contract::{Actor, Kind, SettleReason, TargetAction, TargetState};
+use crate::error::CallerError;
+use crate::gateway::{CallId, GatewayCall, GatewayError, GatewayReply};
+use crate::operation::{ChangeRecord, OpId, Operation, Patch, Target, Text};
+use crate::payload::{CardRequest, ModelResult, OperationView, ResultPath, UpdateFrame};
+use crate::registry::RegistryKey;
+use crate::time::Timestamp;
+use crate::tool::{self, ToolAction, ToolArgs, ToolResult};
+use serde_json::Value;
+use std::collections::VecDeque;
+use std::time::Duration;
+
+pub use watch::{MAX_READ_TIMEOUT, MIN_READ_TIMEOUT};
+
+/// The default watcher tick (SPEC §5.5).
+pub const DEFAULT_TICK: Duration = Duration::from_secs(1);
+
+/// The surface the host's session runs on. It decides card or links (SPEC §5.3).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Surface {
+    /// No surface named: a card if there is a callback.
+    #[default]
+    Unset,
+    /// The desktop app: a card, and `returnTo`/`op` ride the mint.
+    Desktop,
+    /// A terminal UI (`connop connect`): a card.
+    Tui,
+    /// A plain command line: links.
+    Cli,
+    /// A messaging platform or anything else: links.
+    Other(Text),
+}
+
+impl Surface {
+    /// Parses a session's `source`.
+    pub fn parse(source: &str) -> Self {
+        match source.trim() {
+            "" => Surface::Unset,
+            "desktop" => Surface::Desktop,
+            "tui" => Surface::Tui,
+            "cli" => Surface::Cli,
+            other => Surface::Other(other.into()),
+        }
+    }
+
+    /// The wire name.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Surface::Unset => "",
+            Surface::Desktop => "desktop",
+            Surface::Tui => "tui",
+            Surface::Cli => "cli",
+            Surface::Other(s) => s,
+        }
+    }
+
+    /// Whether the surface can show a card.
+    pub fn has_card(&self) -> bool {
+        matches!(self, Surface::Unset | Surface::Desktop | Surface::Tui)
+    }
+}
+
+/// How the outcome reaches the user.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Path {
+    /// A card that blocks the tool call until settle.
+    Card,
+    /// Links in the result, returned at once.
+    Links,
+}
+
+impl Path {
+    /// Card when a card callback exists and the surface has a card; links otherwise.
+    pub fn choose(surface: &Surface, has_card_callback: bool) -> Self {
+        if has_card_callback && surface.has_card() {
+            Path::Card
+        } else {
+            Path::Links
+        }
+    }
+}
+
+/// What the host tells the flow about the tool call.
+#[derive(Clone, Debug)]
+pub struct FlowConfig {
+    /// Where the operation registers (card path).
+    pub registry_key: RegistryKey,
+    /// The session's surface.
+    pub surface: Surface,
+    /// Whether the host has a card callback.
+    pub card_callback: bool,
+    /// The watcher tick.
+    pub tick: Duration,
+    /// The operation deadline.
+    pub deadline: Duration,
+    /// Names the local MCP catalog serves (the misroute check).
+    pub local_catalog: Vec<Text>,
+    /// The agent's tool call id, echoed in the card request.
+    pub tool_call_id: Option<Text>,
+}
+
+impl FlowConfig {
+    /// Defaults for a session key: desktop-less unset surface with a card, 1 s tick, 300 s
+    /// deadline, empty catalog.
+    pub fn new(registry_key: RegistryKey) -> Self {
+        FlowConfig {
+            registry_key,
+            surface: Surface::Unset,
+            card_callback: true,
+            tick: DEFAULT_TICK,
+            deadline: crate::operation::DEFAULT_DEADLINE,
+            local_catalog: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+}
+
+/// Something the host must do, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Effect {
+    /// Register the operation under `key`, then answer with [`Flow::handle_registered`].
+    /// Nothing else happens until then.
+    Register {
+        /// Where.
+        key: RegistryKey,
+        /// Which operation.
+        op_id: OpId,
+    },
+    /// Start a gateway call; answer with [`Flow::handle_gateway`].
+    Call {
+        /// Correlates the answer.
+        id: CallId,
+        /// What to ask.
+        call: GatewayCall,
+    },
+    /// Send an event to the owner of the session.
+    Emit(Event),
+    /// Remove the registry entry under `key` if it is still `op_id`.
+    Close {
+        /// Where.
+        key: RegistryKey,
+        /// Which operation.
+        op_id: OpId,
+    },
+    /// The tool call's result. Exactly one per flow.
+    Return(ToolResult),
+}
+
+/// An event for the session's owner.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// `connection.request`: show the card (the card callback's payload).
+    Request(CardRequest),
+    /// `connection.update`: a change or the settle.
+    Update(UpdateFrame),
+}
+
+impl Event {
+    /// The event's wire name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Event::Request(_) => "connection.request",
+            Event::Update(_) => "connection.update",
+        }
+    }
+}
+
+/// Why the flow wants to be woken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WakeReason {
+    /// The next watcher tick (or an immediate re-read after a change).
+    Tick,
+    /// The end of a 429 back-off, later than the next tick.
+    Backoff,
+    /// The operation deadline.
+    Deadline,
+}
+
+/// The next wake-up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Wake {
+    /// When.
+    pub at: Timestamp,
+    /// Why.
+    pub reason: WakeReason,
+}
+
+/// Where the flow is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Stage {
+    /// The status action: one list read.
+    Status,
+    /// Card path: waiting for the registry.
+    Registering,
+    /// Reconnect repair: the list read.
+    Repairing,
+    /// The one mint.
+    Minting,
+    /// The misroute check's list read, for these rows.
+    Misrouting(Vec<usize>),
+    /// The watcher runs.
+    Watching,
+    /// Returned; nothing more happens.
+    Done,
+}
+
+/// What a pending gateway call was for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Purpose {
+    StatusList,
+    RepairList,
+    Mint,
+    MisrouteList,
+    WatchList,
+    Read(usize),
+}
+
+impl Purpose {
+    fn expects(self) -> &'static str {
+        match self {
+            Purpose::StatusList
+            | Purpose::RepairList
+            | Purpose::MisrouteList
+            | Purpose::WatchList => "list",
+            Purpose::Mint => "mint",
+            Purpose::Read(_) => "account",
+        }
+    }
+}
+
+/// One tool call of `manage_connections`.
+#[derive(Debug)]
+pub struct Flow {
+    args: Option<ToolArgs>,
+    path: Path,
+    registry_key: RegistryKey,
+    surface: Surface,
+    tick: Duration,
+    local_catalog: Vec<Text>,
+    tool_call_id: Option<Text>,
+    stage: Stage,
+    op: Option<Operation>,
+    registered: bool,
+    returned: bool,
+    next_call: u64,
+    pending: Vec<(CallId, Purpose)>,
+    effects: VecDeque<Effect>,
+    watch: watch::Watcher,
+}
+
+impl Flow {
+    /// Starts a tool call. `entropy` is 6 random bytes for the op id (the runtime draws them).
+    ///
+    /// Refused arguments return at once; `status` asks for one list read; connect and
+    /// reconnect create the operation and, on the card path, ask to register it before any
+    /// gateway call.
+    pub fn start(args: &Value, config: FlowConfig, entropy: [u8; 6], now: Timestamp) -> Flow {
+        let path = Path::choose(&config.surface, config.card_callback);
+        let mut flow = Flow {
+            args: None,
+            path,
+            registry_key: config.registry_key,
+            surface: config.surface,
+            tick: config.tick,
+            local_catalog: config.local_catalog,
+            tool_call_id: config.tool_call_id,
+            stage: Stage::Done,
+            op: None,
+            registered: false,
+            returned: false,
+            next_call: 0,
+            pending: Vec::new(),
+            effects: VecDeque::new(),
+            watch: watch::Watcher::default(),
+        };
+        let args = match tool::parse_args(args) {
+            Ok(args) => args,
+            Err(err) => {
+                flow.finish(ToolResult::Error(err.to_string()));
+                return flow;
+            }
+        };
+        match args.action {
+            ToolAction::Status => {
+                flow.args = Some(args);
+                flow.stage = Stage::Status;
+                flow.call(Purpose::StatusList, GatewayCall::List { timeout: None });
+            }
+            ToolAction::Connect | ToolAction::Reconnect => {
+                let action = match args.action {
+                    ToolAction::Reconnect => TargetAction::Reconnect,
+                    _ => TargetAction::Connect,
+                };
+                let targets = args
+                    .connectors
+                    .iter()
+                    .map(|name| Target {
+                        name: name.clone(),
+                        kind: Kind::Connector,
+                        action,
+                    })
+                    .collect();
+                let op = Operation::new(OpId::from_entropy(entropy), targets, now, config.deadline);
+                flow.watch = watch::Watcher::new(op.rows().len());
+                let op_id = op.op_id();
+                flow.op = Some(op);
+                flow.args = Some(args);
+                if path == Path::Card {
+                    flow.stage = Stage::Registering;
+                    flow.effects.push_back(Effect::Register {
+                        key: flow.registry_key.clone(),
+                        op_id,
+                    });
+                } else {
+                    flow.begin_prepare(now);
+                }
+            }
+        }
+        flow
+    }
+
+    // ----- outputs ------------------------------------------------------------------------
+
+    /// The next effect to execute, in order; `None` when the queue is empty.
+    pub fn poll_effect(&mut self) -> Option<Effect> {
+        self.effects.pop_front()
+    }
+
+    /// When the flow next needs [`handle_timeout`](Self::handle_timeout), and why.
+    pub fn poll_timeout(&self) -> Option<Wake> {
+        let op = self.op.as_ref()?;
+        if self.stage == Stage::Done || self.stage == Stage::Status || op.is_settled() {
+            return None;
+        }
+        let deadline = Wake {
+            at: op.deadline_at(),
+            reason: WakeReason::Deadline,
+        };
+        let tick = if self.stage == Stage::Watching {
+            self.watch.next_wake(op)
+        } else {
+            None
+        };
+        match tick {
+            Some(tick) if tick.at < deadline.at => Some(tick),
+            _ => Some(deadline),
+        }
+    }
+
+    /// Whether the flow has returned its result and will do nothing more.
+    pub fn is_done(&self) -> bool {
+        self.stage == Stage::Done && self.effects.is_empty()
+    }
+
+    // ----- inputs -------------------------------------------------------------------------
+
+    /// The registry's answer to [`Effect::Register`]: `Err` carries the id of the operation
+    /// already open under the key.
+    pub fn handle_registered(&mut self, result: Result<(), OpId>, now: Timestamp) {
+        if self.stage != Stage::Registering {
+            // Settled (interrupt, deadline) before the registry answered: undo the entry.
+            if result.is_ok() {
+                if let Some(op) = &self.op {
+                    self.effects.push_back(Effect::Close {
+                        key: self.registry_key.clone(),
+                        op_id: op.op_id(),
+                    });
+                }
+            }
+            return;
+        }
+        match result {
+            Ok(()) => {
+                self.registered = true;
+                self.begin_prepare(now);
+            }
+            Err(open) => self.finish(ToolResult::Error(tool::already_open_text(open))),
+        }
+    }
+
+    /// A gateway call's answer. An answer for a call the flow no longer waits for (settled,
+    /// or otherwise forgotten) is dropped: it is late, not an error.
+    pub fn handle_gateway(
+        &mut self,
+        id: CallId,
+        result: Result<GatewayReply, GatewayError>,
+        now: Timestamp,
+    ) -> Result<(), CallerError> {
+        let Some(pos) = self.pending.iter().position(|(c, _)| *c == id) else {
+            return Ok(());
+        };
+        let (_, purpose) = self.pending.swap_remove(pos);
+        let (result, mismatch) = check_reply(id, purpose, result);
+        match purpose {
+            Purpose::StatusList => self.on_status_list(result),
+            Purpose::RepairList => self.on_repair_list(result, now),
+            Purpose::Mint => self.on_mint(result, now),
+            Purpose::MisrouteList => self.on_misroute_list(result, now),
+            Purpose::WatchList => self.on_watch_list(result, now),
+            Purpose::Read(index) => self.on_read(index, result, now),
+        }
+        mismatch.map_or(Ok(()), Err)
+    }
+
+    /// A timer fired (or the host woke early; nothing happens before its time).
+    pub fn handle_timeout(&mut self, now: Timestamp) {
+        let Some(op) = &self.op else { return };
+        if self.stage == Stage::Done || op.is_settled() {
+            return;
+        }
+        if now >= op.deadline_at() {
+            self.settle(SettleReason::Deadline, now);
+            return;
+        }
+        if self.stage == Stage::Watching {
+            self.maybe_tick(now);
+        }
+    }
+
+    /// The card's answer (SPEC §5.6). Any status but `skipped`/`approved` refuses the whole
+    /// answer and moves nothing.
+    pub fn handle_card_answer(
+        &mut self,
+        answer: &CardAnswer,
+        now: Timestamp,
+    ) -> Result<CardReply, CallerError> {
+        let kinds = answer.kinds()?;
+        let op = self.op.as_ref().ok_or(CallerError::NoOperation)?;
+        if op.is_settled() || self.stage == Stage::Done {
+            return Ok(CardReply {
+                settled: op.is_settled(),
+            });
+        }
+        for (target, kind) in answer.targets.iter().zip(kinds) {
+            if kind != AnswerKind::Skip {
+                continue;
+            }
+            let Some(index) = self.op().index_of(&target.name) else {
+                continue;
+            };
+            if !self.op().rows()[index].state.is_resolved() {
+                self.step(
+                    index,
+                    TargetState::Skipped,
+                    Actor::User,
+                    Patch::default(),
+                    now,
+                );
+            }
+        }
+        if answer.settle_continue && !self.op().all_resolved() {
+            self.settle(SettleReason::Continue, now);
+        }
+        if self.op().all_resolved() {
+            self.settle(SettleReason::AllResolved, now);
+        }
+        Ok(CardReply {
+            settled: self.op().is_settled(),
+        })
+    }
+
+    /// The user pressed Continue: settles `continue` unless everything resolved.
+    pub fn handle_continue(&mut self, now: Timestamp) -> Result<CardReply, CallerError> {
+        self.handle_card_answer(&CardAnswer::continue_(), now)
+    }
+
+    /// The turn was interrupted: settles `interrupt` at once. Returns whether this settled.
+    pub fn handle_interrupt(&mut self, now: Timestamp) -> bool {
+        self.settle(SettleReason::Interrupt, now)
+    }
+
+    /// The operation handle's `settle`: a compare-and-set; returns whether this call won.
+    pub fn handle_settle(&mut self, reason: SettleReason, now: Timestamp) -> bool {
+        self.settle(reason, now)
+    }
+
+    /// The operation handle's `transition`: a move from outside the flow (the seeds' seam).
+    pub fn handle_transition(
+        &mut self,
+        name: &str,
+        to: TargetState,
+        actor: Actor,
+        patch: Patch,
+        now: Timestamp,
+    ) -> Result<Option<ChangeRecord>, CallerError> {
+        let op = self.op.as_mut().ok_or(CallerError::NoOperation)?;
+        let change = op.transition(name, to, actor, patch)?;
+        if let Some(change) = &change {
+            self.on_change(change.clone(), now);
+        }
+        Ok(change)
+    }
+
+    /// The operation handle's `refresh`: new link and detail, no state change.
+    pub fn handle_refresh(
+        &mut self,
+        name: &str,
+        connect_url: Option<Text>,
+        detail: Option<Text>,
+        actor: Actor,
+        now: Timestamp,
+    ) -> Result<ChangeRecord, CallerError> {
+        let op = self.op.as_mut().ok_or(CallerError::NoOperation)?;
+        let change = op.refresh(name, connect_url, detail, actor)?;
+        self.on_change(change.clone(), now);
+        Ok(change)
+    }
+
+    // ----- reads --------------------------------------------------------------------------
+
+    /// The operation, for connect and reconnect.
+    pub fn operation(&self) -> Option<&Operation> {
+        self.op.as_ref()
+    }
+
+    /// The operation view (SPEC §3.2): live rows while open, the frozen snapshot once settled.
+    pub fn view(&self) -> Option<OperationView> {
+        self.op.as_ref().map(OperationView::of)
+    }
+
+    /// Card or links.
+    pub fn path(&self) -> Path {
+        self.path
+    }
+
+    /// The validated arguments, if they were valid.
+    pub fn args(&self) -> Option<&ToolArgs> {
+        self.args.as_ref()
+    }
+
+    /// Where the operation registers.
+    pub fn registry_key(&self) -> &RegistryKey {
+        &self.registry_key
+    }
+
+    /// How many gateway calls are in flight.
+    pub fn calls_in_flight(&self) -> usize {
+        self.pending.len()
+    }
+
+    // ----- internals ----------------------------------------------------------------------
+
+    fn op(&self) -> &Operation {
+        self.op
+            .as_ref()
+            .expect("connect and reconnect flows always have an operation")
+    }
+
+    fn call(&mut self, purpose: Purpose, call: GatewayCall) -> CallId {
+        let id = CallId(self.next_call);
+        self.next_call += 1;
+        self.pending.push((id, purpose));
+        self.effects.push_back(Effect::Call { id, call });
+        id
+    }
+
+    /// Moves row `index`, and reports the change. A move the table refuses (the row moved on
+    /// while an answer was in flight) is dropped: the answer is late.
+    fn step(
+        &mut self,
+        index: usize,
+        to: TargetState,
+        actor: Actor,
+        patch: Patch,
+        now: Timestamp,
+    ) -> bool {
+        let Some(op) = self.op.as_mut() else {
+            return false;
+        };
+        match op.transition_at(index, to, actor, patch) {
+            Ok(Some(change)) => {
+                self.on_change(change, now);
+                true
+            }
+            Ok(None) | Err(_) => false,
+        }
+    }
+
+    /// An effective change: a frame on the card path, and a wake for the watcher.
+    fn on_change(&mut self, change: ChangeRecord, now: Timestamp) {
+        if self.stage == Stage::Done {
+            return;
+        }
+        if self.path == Path::Card {
+            let view = OperationView::of(self.op());
+            self.effects
+                .push_back(Effect::Emit(Event::Update(UpdateFrame {
+                    view,
+                    change: Some(change),
+                })));
+        }
+        if self.stage == Stage::Watching {
+            self.watch.wake(now);
+            if self.op().all_resolved() {
+                self.settle(SettleReason::AllResolved, now);
+            }
+        }
+    }
+
+    /// Settles once: drops every call not yet started or in flight, then (card path) closes
+    /// the registry entry, writes the settle frame and returns the frozen result, in that
+    /// order. Returns whether this call won.
+    fn settle(&mut self, reason: SettleReason, now: Timestamp) -> bool {
+        let Some(op) = self.op.as_mut() else {
+            return false;
+        };
+        if self.stage == Stage::Done || !op.settle(reason, now) {
+            return false;
+        }
+        self.effects.retain(|e| !matches!(e, Effect::Call { .. }));
+        self.pending.clear();
+        self.watch.clear();
+        match self.path {
+            Path::Card => {
+                if self.registered {
+                    self.effects.push_back(Effect::Close {
+                        key: self.registry_key.clone(),
+                        op_id: self.op().op_id(),
+                    });
+                }
+                self.effects
+                    .push_back(Effect::Emit(Event::Update(UpdateFrame {
+                        view: OperationView::of(self.op()),
+                        change: None,
+                    })));
+                self.finish(ToolResult::Model(ModelResult::of(
+                    self.op(),
+                    ResultPath::Card,
+                )));
+            }
+            Path::Links => {
+                self.finish(ToolResult::Model(ModelResult::of(
+                    self.op(),
+                    ResultPath::Links,
+                )));
+            }
+        }
+        true
+    }
+
+    /// Returns the tool result (once) and stops.
+    fn finish(&mut self, result: ToolResult) {
+        if !self.returned {
+            self.returned = true;
+            self.effects.push_back(Effect::Return(result));
+        }
+        self.stage = Stage::Done;
+    }
+
+    fn on_status_list(&mut self, result: Result<GatewayReply, GatewayError>) {
+        let rendered = match result {
+            Ok(GatewayReply::Connectors(rows)) => {
+                let names = self
+                    .args
+                    .as_ref()
+                    .map(|a| a.connectors.as_slice())
+                    .unwrap_or(&[]);
+                ToolResult::Status(tool::StatusResult::render(&rows, names))
+            }
+            Ok(_) => unreachable_reply(),
+            Err(err) => ToolResult::Error(tool::gateway_failed_text(&err)),
+        };
+        self.finish(rendered);
+    }
+}
+
+/// A reply of the wrong kind becomes an invalid response (so the flow never hangs on it) and
+/// a caller error (so the runtime learns of its bug).
+fn check_reply(
+    id: CallId,
+    purpose: Purpose,
+    result: Result<GatewayReply, GatewayError>,
+) -> (Result<GatewayReply, GatewayError>, Option<CallerError>) {
+    match &result {
+        Ok(reply) if reply.kind() != purpose.expects() => {
+            let err = CallerError::ReplyMismatch {
+                call: id,
+                expected: purpose.expects(),
+                got: reply.kind(),
+            };
+            (Err(GatewayError::invalid(err.to_string())), Some(err))
+        }
+        _ => (result, None),
+    }
+}
+
+/// Only reached if [`check_reply`] let a reply of the wrong kind through.
+fn unreachable_reply() -> ToolResult {
+    ToolResult::Error(tool::gateway_failed_text(&GatewayError::invalid(
+        "a reply of the wrong kind",
+    )))
+}

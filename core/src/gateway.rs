@@ -1,0 +1,409 @@
+//! The tool gateway as data: the calls the core asks for, the replies it consumes, and the
+//! typed failures of SPEC §6.
+//!
+//! A runtime turns a [`GatewayCall`] into an HTTP request (or hands it to a scripted fake) and
+//! feeds back `Result<GatewayReply, GatewayError>`.
+
+use crate::operation::{OpId, Text};
+use serde_json::Value;
+use std::fmt;
+use std::time::Duration;
+
+/// Correlates a gateway call with its reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CallId(pub u64);
+
+impl fmt::Display for CallId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+/// The `returnTo` value that rides the mint on the desktop surface.
+pub const DESKTOP_RETURN_TO: &str = "connop-desktop";
+
+/// One request to the tool gateway.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GatewayCall {
+    /// `GET v1/connectors` (all pages). `timeout: None` is the client's default (30 s).
+    List {
+        /// Per-call timeout.
+        timeout: Option<Duration>,
+    },
+    /// `POST v1/connectors/connections`. Never retried.
+    Mint(MintRequest),
+    /// `GET v1/connectors/accounts/<connection_id>`.
+    Account {
+        /// The account to read.
+        connection_id: Text,
+        /// Time left to the deadline, clamped to [1 s, 10 s].
+        timeout: Duration,
+    },
+}
+
+impl GatewayCall {
+    /// A short name for logs.
+    pub fn route(&self) -> &'static str {
+        match self {
+            GatewayCall::List { .. } => "list",
+            GatewayCall::Mint(_) => "mint",
+            GatewayCall::Account { .. } => "account",
+        }
+    }
+}
+
+/// The body of a mint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MintRequest {
+    /// Every target to mint, in order.
+    pub connectors: Vec<Text>,
+    /// `true` for reconnect.
+    pub reinitiate: bool,
+    /// `Some("connop-desktop")` on the desktop surface only.
+    pub return_to: Option<&'static str>,
+    /// The operation id, on the desktop surface only.
+    pub op: Option<OpId>,
+}
+
+/// One row of the connector list, parsed, with the row as the gateway sent it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConnectorRow {
+    /// The connector slug.
+    pub connector: Text,
+    /// Whether the gateway offers it.
+    pub enabled: bool,
+    /// Whether an account works.
+    pub connected: bool,
+    /// The gateway's free-form status reason, if any.
+    pub status_reason: Option<Text>,
+    /// The row verbatim: the status action returns it unchanged.
+    pub raw: Value,
+}
+
+impl ConnectorRow {
+    /// A row as a gateway would send it (used by fakes and the simulated gateway).
+    pub fn new(connector: &str, enabled: bool, connected: bool) -> Self {
+        let mut raw = serde_json::Map::new();
+        raw.insert("connector".into(), connector.into());
+        raw.insert("enabled".into(), enabled.into());
+        raw.insert("connected".into(), connected.into());
+        ConnectorRow {
+            connector: connector.into(),
+            enabled,
+            connected,
+            status_reason: None,
+            raw: Value::Object(raw),
+        }
+    }
+
+    /// Adds a `statusReason`.
+    pub fn with_status_reason(mut self, reason: &str) -> Self {
+        if let Value::Object(map) = &mut self.raw {
+            map.insert("statusReason".into(), reason.into());
+        }
+        self.status_reason = Some(reason.into());
+        self
+    }
+
+    /// Parses a row of `{"items": [...]}`. Unknown fields are kept in `raw` and ignored.
+    pub fn from_json(raw: Value) -> Result<Self, GatewayError> {
+        let obj = raw
+            .as_object()
+            .ok_or_else(|| GatewayError::invalid("a connector row is not an object"))?;
+        let connector = obj
+            .get("connector")
+            .and_then(Value::as_str)
+            .ok_or_else(|| GatewayError::invalid("a connector row has no 'connector'"))?;
+        let flag = |key: &str| -> Result<bool, GatewayError> {
+            match obj.get(key) {
+                None | Some(Value::Null) => Ok(false),
+                Some(Value::Bool(b)) => Ok(*b),
+                Some(_) => Err(GatewayError::invalid(format!("'{key}' is not a boolean"))),
+            }
+        };
+        let enabled = flag("enabled")?;
+        let connected = flag("connected")?;
+        let status_reason = optional_text(obj.get("statusReason"), "statusReason")?;
+        Ok(ConnectorRow {
+            connector: connector.into(),
+            enabled,
+            connected,
+            status_reason,
+            raw,
+        })
+    }
+}
+
+/// What a mint answered for one connector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MintStatus {
+    /// An account already works.
+    Active,
+    /// A link was made.
+    Initiated,
+    /// The gateway refused.
+    Failed,
+}
+
+impl MintStatus {
+    /// Parses the wire value; anything else is an invalid response.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "active" => Some(MintStatus::Active),
+            "initiated" => Some(MintStatus::Initiated),
+            "failed" => Some(MintStatus::Failed),
+            _ => None,
+        }
+    }
+
+    /// The wire value.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            MintStatus::Active => "active",
+            MintStatus::Initiated => "initiated",
+            MintStatus::Failed => "failed",
+        }
+    }
+}
+
+/// One row of a mint answer's `results`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MintRow {
+    /// The connector slug.
+    pub connector: Text,
+    /// The outcome.
+    pub status: MintStatus,
+    /// The vendor link (for `initiated`).
+    pub connect_url: Option<Text>,
+    /// The account the watcher will read.
+    pub connection_id: Option<Text>,
+    /// Free-form reason.
+    pub status_reason: Option<Text>,
+}
+
+impl MintRow {
+    /// Parses one row of `results`.
+    pub fn from_json(raw: &Value) -> Result<Self, GatewayError> {
+        let obj = raw
+            .as_object()
+            .ok_or_else(|| GatewayError::invalid("a mint result is not an object"))?;
+        let connector = obj
+            .get("connector")
+            .and_then(Value::as_str)
+            .ok_or_else(|| GatewayError::invalid("a mint result has no 'connector'"))?;
+        let status = obj.get("status").and_then(Value::as_str).unwrap_or("");
+        let status = MintStatus::parse(status)
+            .ok_or_else(|| GatewayError::invalid(format!("unknown mint status '{status}'")))?;
+        Ok(MintRow {
+            connector: connector.into(),
+            status,
+            connect_url: optional_text(obj.get("connectUrl"), "connectUrl")?,
+            connection_id: optional_text(obj.get("connectionId"), "connectionId")?,
+            status_reason: optional_text(obj.get("statusReason"), "statusReason")?,
+        })
+    }
+}
+
+/// An account's status as the account route reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccountStatus {
+    /// Not finished at the vendor yet.
+    Pending,
+    /// Working.
+    Active,
+    /// The vendor failed it.
+    Failed,
+    /// The link ran out.
+    Expired,
+    /// The user revoked it.
+    Revoked,
+    /// Disabled.
+    Inactive,
+}
+
+impl AccountStatus {
+    /// Parses the wire value; anything else is an invalid response.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "pending" => AccountStatus::Pending,
+            "active" => AccountStatus::Active,
+            "failed" => AccountStatus::Failed,
+            "expired" => AccountStatus::Expired,
+            "revoked" => AccountStatus::Revoked,
+            "inactive" => AccountStatus::Inactive,
+            _ => return None,
+        })
+    }
+
+    /// The wire value.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            AccountStatus::Pending => "pending",
+            AccountStatus::Active => "active",
+            AccountStatus::Failed => "failed",
+            AccountStatus::Expired => "expired",
+            AccountStatus::Revoked => "revoked",
+            AccountStatus::Inactive => "inactive",
+        }
+    }
+}
+
+/// An account read's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Account {
+    /// The account id.
+    pub connection_id: Text,
+    /// The connector slug.
+    pub connector: Text,
+    /// Where the account stands.
+    pub status: AccountStatus,
+    /// Free-form reason.
+    pub status_reason: Option<Text>,
+}
+
+impl Account {
+    /// Parses an account body.
+    pub fn from_json(raw: &Value) -> Result<Self, GatewayError> {
+        let obj = raw
+            .as_object()
+            .ok_or_else(|| GatewayError::invalid("an account is not an object"))?;
+        let text = |key: &str| -> Result<Text, GatewayError> {
+            obj.get(key)
+                .and_then(Value::as_str)
+                .map(Text::from)
+                .ok_or_else(|| GatewayError::invalid(format!("an account has no '{key}'")))
+        };
+        let status = obj.get("status").and_then(Value::as_str).unwrap_or("");
+        let status = AccountStatus::parse(status)
+            .ok_or_else(|| GatewayError::invalid(format!("unknown account status '{status}'")))?;
+        Ok(Account {
+            connection_id: text("connectionId")?,
+            connector: text("connector")?,
+            status,
+            status_reason: optional_text(obj.get("statusReason"), "statusReason")?,
+        })
+    }
+}
+
+fn optional_text(value: Option<&Value>, key: &str) -> Result<Option<Text>, GatewayError> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.is_empty() => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.as_str().into())),
+        Some(_) => Err(GatewayError::invalid(format!("'{key}' is not a string"))),
+    }
+}
+
+/// A successful gateway answer.
+#[derive(Clone, Debug, PartialEq)]
+pub enum GatewayReply {
+    /// The connector list (all pages).
+    Connectors(Vec<ConnectorRow>),
+    /// The mint's `results`.
+    Minted(Vec<MintRow>),
+    /// The account, or `None` for a 404 (account unknown yet).
+    Account(Option<Account>),
+}
+
+impl GatewayReply {
+    /// A short name for logs and errors.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            GatewayReply::Connectors(_) => "list",
+            GatewayReply::Minted(_) => "mint",
+            GatewayReply::Account(_) => "account",
+        }
+    }
+}
+
+/// Why a gateway call failed. The gateway (or the way to it) is to blame, never the caller.
+///
+/// The `Display` text is the `<reason>` in SPEC §5.4's error message.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GatewayError {
+    /// An external gateway with no token: refused without sending.
+    #[error("no CONNECTOR_GATEWAY_TOKEN is set for the connector gateway")]
+    MissingToken,
+    /// 401 or 403.
+    #[error("the connector gateway refused the credentials (HTTP {status})")]
+    Auth {
+        /// The HTTP status.
+        status: u16,
+    },
+    /// 404 on the list or the mint.
+    #[error("the connector gateway does not offer this route (HTTP 404)")]
+    Unavailable,
+    /// 429.
+    #[error("the connector gateway is rate limiting requests (retry after {:.3} s)", retry_after.as_secs_f64())]
+    RateLimited {
+        /// From `Retry-After` (seconds), else the body's `retryAfterMs`, else 1 s.
+        retry_after: Duration,
+    },
+    /// Any other non-success status.
+    #[error("the connector gateway answered HTTP {status}")]
+    Http {
+        /// The HTTP status.
+        status: u16,
+    },
+    /// The request did not complete (connect refused, reset, timeout).
+    #[error("{0}")]
+    Transport(String),
+    /// A body that does not parse, or a value outside an enumerated set.
+    #[error("the connector gateway sent an invalid response: {0}")]
+    InvalidResponse(String),
+}
+
+impl GatewayError {
+    /// An invalid response with a reason.
+    pub fn invalid(reason: impl Into<String>) -> Self {
+        GatewayError::InvalidResponse(reason.into())
+    }
+
+    /// ≥ 500 and transport failures are retried once (never for the mint).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            GatewayError::Http { status } => *status >= 500,
+            GatewayError::Transport(_) => true,
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn rows_parse_and_keep_the_verbatim_body() {
+        let raw = json!({"connector": "gmail", "enabled": true, "connected": false, "extra": 1});
+        let row = ConnectorRow::from_json(raw.clone()).unwrap();
+        assert_eq!(&*row.connector, "gmail");
+        assert!(row.enabled && !row.connected);
+        assert_eq!(row.raw, raw);
+        assert!(ConnectorRow::from_json(json!({"enabled": true})).is_err());
+        assert!(ConnectorRow::from_json(json!({"connector": "x", "connected": "yes"})).is_err());
+    }
+
+    #[test]
+    fn enumerated_values_outside_the_set_are_invalid_responses() {
+        let err =
+            MintRow::from_json(&json!({"connector": "gmail", "status": "weird"})).unwrap_err();
+        assert!(matches!(err, GatewayError::InvalidResponse(_)));
+        let acc = json!({"connectionId": "ca_1", "connector": "gmail", "status": "zombie"});
+        assert!(Account::from_json(&acc).is_err());
+        let acc = json!({"connectionId": "ca_1", "connector": "gmail", "status": "expired",
+                         "statusReason": "", "label": "x"});
+        let acc = Account::from_json(&acc).unwrap();
+        assert_eq!(acc.status, AccountStatus::Expired);
+        assert_eq!(acc.status_reason, None);
+    }
+
+    #[test]
+    fn only_5xx_and_transport_are_retryable() {
+        assert!(GatewayError::Http { status: 502 }.is_retryable());
+        assert!(GatewayError::Transport("reset".into()).is_retryable());
+        assert!(!GatewayError::Http { status: 400 }.is_retryable());
+        assert!(!GatewayError::Auth { status: 401 }.is_retryable());
+    }
+}

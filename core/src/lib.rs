@@ -1,0 +1,131 @@
+//! # connop-core
+//!
+//! The connection-operation contract as a pure state machine. An AI agent's tool call asks
+//! the user to connect accounts; a hosted tool gateway mints links; the user finishes or
+//! skips each on a card; a watcher reads each account; the operation **settles exactly
+//! once** and the tool call returns a frozen result.
+//!
+//! This crate does no I/O: no clock, no thread, no socket, no file, no random source. A
+//! [`Flow`] consumes inputs (`handle_*(…, now)`: registry and gateway answers, card answers,
+//! timers, interrupts) and produces [`Effect`]s (register, call the gateway, emit an event,
+//! close, return) that a runtime executes. Time and randomness are parameters.
+//!
+//! ## The drive loop
+//!
+//! Feed an input with `now`; drain [`Flow::poll_effect`] and execute each effect; sleep until
+//! [`Flow::poll_timeout`] or the next input, whichever comes first. Here the "runtime" is a
+//! virtual clock and a gateway that finds each account active on its second read:
+//!
+//! ```
+//! use connop_core::prelude::*;
+//! use serde_json::json;
+//!
+//! fn gateway(call: &GatewayCall, reads: &mut u32) -> Result<GatewayReply, GatewayError> {
+//!     Ok(match call {
+//!         GatewayCall::Mint(mint) => GatewayReply::Minted(
+//!             mint.connectors
+//!                 .iter()
+//!                 .map(|name| MintRow {
+//!                     connector: name.clone(),
+//!                     status: MintStatus::Initiated,
+//!                     connect_url: Some(format!("https://connect.example/{name}").into()),
+//!                     connection_id: Some(format!("ca_{name}").into()),
+//!                     status_reason: None,
+//!                 })
+//!                 .collect(),
+//!         ),
+//!         GatewayCall::Account { connection_id, .. } => {
+//!             *reads += 1;
+//!             let status = if *reads > 2 { AccountStatus::Active } else { AccountStatus::Pending };
+//!             GatewayReply::Account(Some(Account {
+//!                 connection_id: connection_id.clone(),
+//!                 connector: connection_id.trim_start_matches("ca_").into(),
+//!                 status,
+//!                 status_reason: None,
+//!             }))
+//!         }
+//!         GatewayCall::List { .. } => GatewayReply::Connectors(Vec::new()),
+//!     })
+//! }
+//!
+//! let mut now = Timestamp::from_secs(1_800_000_000);
+//! let config = FlowConfig::new(RegistryKey::new("/home/me/.connop", "session-1"));
+//! let args = json!({"action": "connect", "connectors": ["gmail", "notion"]});
+//! let mut flow = Flow::start(&args, config, [0x5e, 0xed, 0, 0, 0, 1], now);
+//! let (mut reads, mut result, mut events) = (0, None, Vec::new());
+//!
+//! loop {
+//!     while let Some(effect) = flow.poll_effect() {
+//!         match effect {
+//!             Effect::Register { .. } => flow.handle_registered(Ok(()), now),
+//!             Effect::Call { id, call } => {
+//!                 let answer = gateway(&call, &mut reads);
+//!                 flow.handle_gateway(id, answer, now).expect("replies match their calls");
+//!             }
+//!             Effect::Emit(event) => events.push(event.name()),
+//!             Effect::Close { .. } => {}
+//!             Effect::Return(tool_result) => result = Some(tool_result),
+//!         }
+//!     }
+//!     if flow.is_done() {
+//!         break;
+//!     }
+//!     let wake = flow.poll_timeout().expect("an open operation always has a deadline");
+//!     now = wake.at; // a real runtime sleeps until then, or until the next input
+//!     flow.handle_timeout(now);
+//! }
+//!
+//! let result = result.expect("every flow returns once").to_value();
+//! assert_eq!(result["settled_by"], "all_resolved");
+//! assert_eq!(result["targets"][0]["state"], "connected");
+//! assert!(!result.to_string().contains("connect_url"));
+//! assert_eq!(events.iter().filter(|e| **e == "connection.request").count(), 1);
+//! ```
+//!
+//! ## Map
+//! - [`contract`]: states, actors, kinds, the transition table as data, settle reasons.
+//! - [`operation`]: targets, moves, change records, settle and the frozen snapshot.
+//! - [`payload`]: the wire payloads with their exact key orders.
+//! - [`flow`]: the managed flow: prepare, watcher, card answers, Continue, interrupt, deadline.
+//! - [`tool`]: argument validation, the pinned texts, the status rendering.
+//! - [`card`]: card answers. [`registry`]: one open operation per session.
+//! - [`gateway`]: the tool gateway's calls, replies and errors as data.
+
+#![deny(missing_docs)]
+
+pub mod card;
+pub mod contract;
+pub mod error;
+pub mod flow;
+pub mod gateway;
+pub mod operation;
+pub mod payload;
+pub mod registry;
+pub mod time;
+pub mod tool;
+
+pub use card::{CardAnswer, CardReply};
+pub use contract::{Actor, Kind, SettleReason, TargetAction, TargetState};
+pub use error::CallerError;
+pub use flow::{Effect, Event, Flow, FlowConfig, Path, Surface, Wake, WakeReason};
+pub use gateway::{CallId, GatewayCall, GatewayError, GatewayReply};
+pub use operation::{ChangeRecord, OpId, Operation, Patch, Target, Text, TransitionError};
+pub use registry::{Registry, RegistryEntry, RegistryKey};
+pub use time::Timestamp;
+pub use tool::ToolResult;
+
+/// Everything a runtime's drive loop needs.
+pub mod prelude {
+    pub use crate::card::{CardAnswer, CardReply};
+    pub use crate::contract::{Actor, SettleReason, TargetState};
+    pub use crate::error::CallerError;
+    pub use crate::flow::{Effect, Event, Flow, FlowConfig, Path, Surface, Wake, WakeReason};
+    pub use crate::gateway::{
+        Account, AccountStatus, CallId, ConnectorRow, GatewayCall, GatewayError, GatewayReply,
+        MintRequest, MintRow, MintStatus,
+    };
+    pub use crate::operation::{OpId, Patch, Text};
+    pub use crate::registry::{Registry, RegistryEntry, RegistryKey};
+    pub use crate::time::Timestamp;
+    pub use crate::tool::ToolResult;
+}

@@ -555,6 +555,12 @@ impl Flow {
         self.pending.len()
     }
 
+    /// Whether the flow still waits for the answer to `id` (an answer it does not wait for
+    /// is late and will be dropped).
+    pub fn awaits(&self, id: CallId) -> bool {
+        self.pending.iter().any(|(c, _)| *c == id)
+    }
+
     // ----- internals ----------------------------------------------------------------------
 
     fn op(&self) -> &Operation {

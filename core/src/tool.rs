@@ -160,7 +160,7 @@ impl StatusResult {
     pub fn render(rows: &[ConnectorRow], names: &[Text]) -> Self {
         let connectors = rows
             .iter()
-            .filter(|row| names.is_empty() || names.iter().any(|n| *n == row.connector))
+            .filter(|row| names.is_empty() || names.contains(&row.connector))
             .map(|row| row.raw.clone())
             .collect();
         let listed: Vec<&str> = rows.iter().map(|r| &*r.connector).collect();

@@ -15,9 +15,9 @@ use serde::{Serialize, Serializer};
 pub enum Links {
     /// Neither `connect_url` nor `connection_id` (card-path model result).
     Hidden,
-    /// `connect_url` only (card request, links-path model result).
+    /// `connect_url` only (links-path model result).
     Url,
-    /// Both (operation view, update frames).
+    /// Both (operation view, update frames, card request).
     UrlAndId,
 }
 
@@ -175,7 +175,9 @@ impl Serialize for UpdateFrame {
     }
 }
 
-/// A `connection.request` payload (SPEC §3.3). Never carries a reason.
+/// A `connection.request` payload (SPEC §3.3). Never carries a reason. Its targets carry
+/// links and, where minted, connection ids (SPEC §3.1 places `connection_id` in §3.2 and
+/// §3.3); only model results never do.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CardRequest {
     /// The id.
@@ -199,7 +201,7 @@ impl Serialize for CardRequest {
         map.serialize_entry("seq", &self.seq)?;
         map.serialize_entry("deadline_at", &secs(self.deadline_at))?;
         map.serialize_entry("timeout_seconds", &self.timeout_seconds)?;
-        map.serialize_entry("targets", &Snapshots::new(&self.targets, Links::Url))?;
+        map.serialize_entry("targets", &Snapshots::new(&self.targets, Links::UrlAndId))?;
         if let Some(id) = &self.tool_call_id {
             map.serialize_entry("tool_call_id", &**id)?;
         }
@@ -369,10 +371,14 @@ mod tests {
         let v = serde_json::to_value(&card).unwrap();
         assert_eq!(v["timeout_seconds"], 300.0);
         assert!(v.get("reason").is_none() && v.get("tool_call_id").is_none());
-        assert!(v["targets"][0].get("connection_id").is_none());
+        assert_eq!(v["targets"][0]["connection_id"], "ca_gmail_1");
         assert_eq!(
             v["targets"][0]["connect_url"],
             "https://connect.example/gmail/1"
+        );
+        assert!(
+            v["targets"][1].get("connect_url").is_none(),
+            "optional keys only when non-empty"
         );
     }
 }

@@ -77,8 +77,8 @@ impl<H: RegistryEntry> Registry<H> {
         self.entries.get(key).filter(|h| h.op_id() == op_id)
     }
 
-    /// Removes the entry under `key` only if it is the operation `op_id`; returns whether it
-    /// did. A late close never evicts a newer operation.
+    /// Removes the entry under `key` only if it is the operation `op_id`, and returns it. A
+    /// late close never evicts a newer operation.
     pub fn close(&mut self, key: &RegistryKey, op_id: OpId) -> Option<H> {
         if self.entries.get(key).is_some_and(|h| h.op_id() == op_id) {
             self.entries.remove(key)

@@ -31,7 +31,9 @@ fn desktop_two_target_connect() {
 
 #[test]
 fn links_path() {
-    let out = Sim::new(ScriptedGateway::new()).surface(Surface::Cli).run(connect(&["gmail", "notion"]));
+    let out = Sim::new(ScriptedGateway::new())
+        .surface(Surface::Cli)
+        .run(connect(&["gmail", "notion"]));
     assert_clean(&out);
     insta::assert_snapshot!(out.log.render());
     insta::assert_snapshot!("links_model_result", pretty(&out.json()));
@@ -39,7 +41,9 @@ fn links_path() {
 
 #[test]
 fn reconnect_repair() {
-    let gw = ScriptedGateway::new().connected(&["gmail"]).flips(&[("notion", 2)]);
+    let gw = ScriptedGateway::new()
+        .connected(&["gmail"])
+        .flips(&[("notion", 2)]);
     let out = Sim::new(gw).run(json!({"action": "reconnect", "connectors": ["gmail", "notion"]}));
     assert_clean(&out);
     insta::assert_snapshot!(out.log.render());
@@ -63,7 +67,9 @@ fn misroute() {
 
 #[test]
 fn deadline() {
-    let out = Sim::new(ScriptedGateway::new()).deadline(3.0).run(connect(&["gmail"]));
+    let out = Sim::new(ScriptedGateway::new())
+        .deadline(3.0)
+        .run(connect(&["gmail"]));
     assert_clean(&out);
     insta::assert_snapshot!(out.log.render());
 }
@@ -86,8 +92,13 @@ fn continue_race() {
 
 #[test]
 fn status_result() {
-    let gw = ScriptedGateway::new().connected(&["gmail"]).listed(Some(&["gmail", "notion", "google_calendar"]));
-    let out = Sim::new(gw).run(json!({"action": "status", "connectors": ["gmail", "google-calendar", "slak"]}));
+    let gw = ScriptedGateway::new().connected(&["gmail"]).listed(Some(&[
+        "gmail",
+        "notion",
+        "google_calendar",
+    ]));
+    let out = Sim::new(gw)
+        .run(json!({"action": "status", "connectors": ["gmail", "google-calendar", "slak"]}));
     assert_clean(&out);
     insta::assert_snapshot!(out.log.render());
     insta::assert_snapshot!("status_tool_result", pretty(&out.json()));

@@ -117,8 +117,8 @@ pub struct FlowConfig {
 }
 
 impl FlowConfig {
-    /// Defaults for a session key: desktop-less unset surface with a card, 1 s tick, 300 s
-    /// deadline, empty catalog.
+    /// Defaults: surface unset with a card callback (the card path), 1 s tick, 300 s deadline,
+    /// empty catalog, no tool call id.
     pub fn new(registry_key: RegistryKey) -> Self {
         FlowConfig {
             registry_key,
@@ -680,7 +680,10 @@ impl Flow {
                     .unwrap_or(&[]);
                 ToolResult::Status(tool::StatusResult::render(&rows, names))
             }
-            Ok(_) => unreachable_reply(),
+            // `check_reply` already turned a reply of another kind into an error.
+            Ok(_) => ToolResult::Error(tool::gateway_failed_text(&GatewayError::invalid(
+                "not a list",
+            ))),
             Err(err) => ToolResult::Error(tool::gateway_failed_text(&err)),
         };
         self.finish(rendered);
@@ -705,11 +708,4 @@ fn check_reply(
         }
         _ => (result, None),
     }
-}
-
-/// Only reached if [`check_reply`] let a reply of the wrong kind through.
-fn unreachable_reply() -> ToolResult {
-    ToolResult::Error(tool::gateway_failed_text(&GatewayError::invalid(
-        "a reply of the wrong kind",
-    )))
 }

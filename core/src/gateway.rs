@@ -369,6 +369,80 @@ impl GatewayError {
     }
 }
 
+/// A future returned by an [`AsyncGateway`].
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// The tool gateway for blocking hosts: the three routes of SPEC §6. The fixtures' scripted
+/// gateway and the blocking HTTP client both implement it; the core never calls it.
+pub trait BlockingGateway: Send + Sync {
+    /// The connector list, all pages.
+    fn list(&self, timeout: Option<Duration>) -> Result<Vec<ConnectorRow>, GatewayError>;
+    /// One mint for every connector of the request. Never retried.
+    fn mint(&self, request: &MintRequest) -> Result<Vec<MintRow>, GatewayError>;
+    /// One account; `Ok(None)` is a 404 (not known yet).
+    fn account(
+        &self,
+        connection_id: &str,
+        timeout: Duration,
+    ) -> Result<Option<Account>, GatewayError>;
+
+    /// Runs a [`GatewayCall`] effect.
+    fn call(&self, call: &GatewayCall) -> Result<GatewayReply, GatewayError> {
+        match call {
+            GatewayCall::List { timeout } => self.list(*timeout).map(GatewayReply::Connectors),
+            GatewayCall::Mint(request) => self.mint(request).map(GatewayReply::Minted),
+            GatewayCall::Account {
+                connection_id,
+                timeout,
+            } => self
+                .account(connection_id, *timeout)
+                .map(GatewayReply::Account),
+        }
+    }
+}
+
+/// The tool gateway for async hosts. Same routes as [`BlockingGateway`].
+pub trait AsyncGateway: Send + Sync {
+    /// The connector list, all pages.
+    fn list(
+        &self,
+        timeout: Option<Duration>,
+    ) -> BoxFuture<'_, Result<Vec<ConnectorRow>, GatewayError>>;
+    /// One mint for every connector of the request. Never retried.
+    fn mint<'a>(
+        &'a self,
+        request: &'a MintRequest,
+    ) -> BoxFuture<'a, Result<Vec<MintRow>, GatewayError>>;
+    /// One account; `Ok(None)` is a 404 (not known yet).
+    fn account<'a>(
+        &'a self,
+        connection_id: &'a str,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Option<Account>, GatewayError>>;
+
+    /// Runs a [`GatewayCall`] effect.
+    fn call<'a>(
+        &'a self,
+        call: &'a GatewayCall,
+    ) -> BoxFuture<'a, Result<GatewayReply, GatewayError>> {
+        Box::pin(async move {
+            match call {
+                GatewayCall::List { timeout } => {
+                    self.list(*timeout).await.map(GatewayReply::Connectors)
+                }
+                GatewayCall::Mint(request) => self.mint(request).await.map(GatewayReply::Minted),
+                GatewayCall::Account {
+                    connection_id,
+                    timeout,
+                } => self
+                    .account(connection_id, *timeout)
+                    .await
+                    .map(GatewayReply::Account),
+            }
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

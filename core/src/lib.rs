@@ -89,7 +89,8 @@
 //! - [`flow`]: the managed flow: prepare, watcher, card answers, Continue, interrupt, deadline.
 //! - [`tool`]: argument validation, the pinned texts, the status rendering.
 //! - [`card`]: card answers. [`registry`]: one open operation per session.
-//! - [`gateway`]: the tool gateway's calls, replies and errors as data.
+//! - [`gateway`]: the tool gateway's calls, replies and errors as data, and the gateway traits.
+//! - [`wire`]: the tool-gateway HTTP API as a sans-IO exchange (requests out, responses in).
 
 #![deny(missing_docs)]
 
@@ -103,6 +104,7 @@ pub mod payload;
 pub mod registry;
 pub mod time;
 pub mod tool;
+pub mod wire;
 
 pub use card::{CardAnswer, CardReply};
 pub use contract::{Actor, Kind, SettleReason, TargetAction, TargetState};
@@ -121,8 +123,8 @@ pub mod prelude {
     pub use crate::error::CallerError;
     pub use crate::flow::{Effect, Event, Flow, FlowConfig, Path, Surface, Wake, WakeReason};
     pub use crate::gateway::{
-        Account, AccountStatus, CallId, ConnectorRow, GatewayCall, GatewayError, GatewayReply,
-        MintRequest, MintRow, MintStatus,
+        Account, AccountStatus, AsyncGateway, BlockingGateway, CallId, ConnectorRow, GatewayCall,
+        GatewayError, GatewayReply, MintRequest, MintRow, MintStatus,
     };
     pub use crate::operation::{OpId, Patch, Text};
     pub use crate::registry::{Registry, RegistryEntry, RegistryKey};

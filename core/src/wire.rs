@@ -1,0 +1,1 @@
+//! The tool-gateway HTTP API as a sans-IO exchange (being written).

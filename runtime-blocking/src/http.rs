@@ -1,0 +1,1 @@
+//! The blocking HTTP client of the tool gateway (being written).

@@ -1,0 +1,1 @@
+//! The async HTTP client of the tool gateway (being written).

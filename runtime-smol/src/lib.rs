@@ -1,0 +1,5 @@
+//! # connop-smol
+//!
+//! Runs connection operations on smol.
+
+pub mod http;

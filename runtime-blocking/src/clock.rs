@@ -1,0 +1,70 @@
+//! Wall time for the core, read from a monotonic clock so a wall-clock jump never fires or
+//! delays a timer.
+
+use connop_core::time::Timestamp;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Maps the core's [`Timestamp`]s onto this process's monotonic clock.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    base_instant: Instant,
+    base: Timestamp,
+}
+
+impl Clock {
+    /// A clock anchored at the current wall time.
+    pub fn new() -> Self {
+        let since_epoch = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO);
+        Clock {
+            base_instant: Instant::now(),
+            base: Timestamp::from_unix(since_epoch),
+        }
+    }
+
+    /// Now, as the core counts time.
+    pub fn now(&self) -> Timestamp {
+        self.base + self.base_instant.elapsed()
+    }
+
+    /// The monotonic instant of a core timestamp.
+    pub fn instant_of(&self, at: Timestamp) -> Instant {
+        self.base_instant + (at - self.base)
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Six bytes from the operating system's cryptographic random source, for an op id.
+pub fn entropy() -> [u8; 6] {
+    use std::io::Read;
+    let mut bytes = [0u8; 6];
+    let from_os = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    if from_os.is_err() {
+        // No /dev/urandom: std's per-process random hash keys still make ids unpredictable.
+        use std::hash::{BuildHasher, RandomState};
+        let n = RandomState::new().hash_one(Instant::now());
+        bytes.copy_from_slice(&n.to_le_bytes()[..6]);
+    }
+    bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_and_instants_agree() {
+        let clock = Clock::new();
+        let now = clock.now();
+        let later = now + Duration::from_millis(250);
+        let gap = clock.instant_of(later) - clock.instant_of(now);
+        assert_eq!(gap, Duration::from_millis(250));
+        assert_ne!(entropy(), entropy());
+    }
+}

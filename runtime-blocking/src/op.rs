@@ -1,0 +1,335 @@
+//! One running operation, shared between the thread or task that waits for its result and
+//! every other thread that answers the card, interrupts it, or delivers a gateway answer.
+//!
+//! Every change goes through [`OpShared::apply`]: lock the flow, feed one input, move the
+//! effects it produced to an ordered outbox, unlock, then **pump**: execute the outbox in order
+//! outside the lock. One thread pumps at a time; a caller that finds another pump running waits
+//! until its own effects have been executed, so a card answer that settles the operation
+//! replies only after the registry entry is closed and the settle frame is written (SPEC §4).
+//! A pump re-entered from one of its own callbacks (the card callback calling back into the
+//! handle, a gateway call settling the operation) never waits: the outer pump runs what the
+//! inner call queued, after the callback returns.
+
+use crate::registry::SharedRegistry;
+use connop_core::card::{CardAnswer, CardReply};
+use connop_core::contract::{Actor, SettleReason, TargetState};
+use connop_core::error::CallerError;
+use connop_core::flow::{Effect, Event, Flow};
+use connop_core::gateway::{CallId, GatewayCall, GatewayError, GatewayReply};
+use connop_core::operation::{ChangeRecord, OpId, Patch, Text};
+use connop_core::payload::OperationView;
+use connop_core::registry::RegistryEntry;
+use connop_core::time::Timestamp;
+use connop_core::tool::ToolResult;
+use event_listener::{Event as Signal, Listener};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::thread::ThreadId;
+
+use crate::clock::Clock;
+
+/// Receives the operation's events: the card request and every update frame. It runs on the
+/// pumping thread and must not block for long; it may call back into the [`OpHandle`].
+pub type EventSink = Arc<dyn Fn(&Event) + Send + Sync>;
+
+/// Starts a gateway call for an operation. The starter eventually delivers the answer with
+/// [`OpHandle::deliver`] (possibly before `start` returns, for an instant in-process gateway).
+pub trait CallStarter: Send + Sync {
+    /// Starts `call`; its answer goes to `op.deliver(id, …)`.
+    fn start(&self, op: &OpHandle, id: CallId, call: GatewayCall);
+}
+
+/// What an operation needs from its host while it runs.
+pub struct OpEnv {
+    /// Where it registers (card path).
+    pub registry: SharedRegistry,
+    /// The card callback and update frames; `None` on the links path.
+    pub events: Option<EventSink>,
+    /// How gateway calls run.
+    pub calls: Arc<dyn CallStarter>,
+    /// Wall time for the core.
+    pub clock: Clock,
+}
+
+struct State {
+    flow: Flow,
+    outbox: VecDeque<Effect>,
+    produced: u64,
+    executed: u64,
+    pump: Option<ThreadId>,
+    result: Option<ToolResult>,
+}
+
+/// The shared part of one operation.
+pub struct OpShared {
+    state: Mutex<State>,
+    op_id: Option<OpId>,
+    env: OpEnv,
+    /// Something changed: the waiting driver re-reads the result and the next wake-up.
+    pub(crate) changed: Signal,
+    /// The pump executed more effects.
+    executed: Signal,
+}
+
+/// A cloneable, thread-safe handle on a running operation: the SPEC §11 operation handle.
+#[derive(Clone)]
+pub struct OpHandle(pub(crate) Arc<OpShared>);
+
+impl std::fmt::Debug for OpHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpHandle")
+            .field("op_id", &self.0.op_id)
+            .finish()
+    }
+}
+
+impl RegistryEntry for OpHandle {
+    fn op_id(&self) -> OpId {
+        self.0.op_id.unwrap_or_else(|| OpId::from_entropy([0; 6]))
+    }
+    fn is_settled(&self) -> bool {
+        self.0
+            .lock()
+            .flow
+            .operation()
+            .is_some_and(|op| op.is_settled())
+    }
+}
+
+impl OpHandle {
+    /// Wraps a freshly started flow. Nothing runs until [`pump`](Self::pump).
+    pub fn new(flow: Flow, env: OpEnv) -> Self {
+        let op_id = flow.operation().map(|op| op.op_id());
+        let mut state = State {
+            flow,
+            outbox: VecDeque::new(),
+            produced: 0,
+            executed: 0,
+            pump: None,
+            result: None,
+        };
+        move_effects(&mut state);
+        OpHandle(Arc::new(OpShared {
+            state: Mutex::new(state),
+            op_id,
+            env,
+            changed: Signal::new(),
+            executed: Signal::new(),
+        }))
+    }
+
+    /// The operation id (none for a status call or refused arguments).
+    pub fn op_id(&self) -> Option<OpId> {
+        self.0.op_id
+    }
+
+    /// The operation view (SPEC §3.2): live rows while open, the frozen snapshot with links
+    /// once settled.
+    pub fn view(&self) -> Option<OperationView> {
+        self.0.lock().flow.view()
+    }
+
+    /// Whether the operation settled.
+    pub fn is_settled(&self) -> bool {
+        RegistryEntry::is_settled(self)
+    }
+
+    /// The tool result, once returned.
+    pub fn result(&self) -> Option<ToolResult> {
+        self.0.lock().result.clone()
+    }
+
+    /// A card answer (SPEC §5.6). Returns after the effects it caused were executed.
+    pub fn respond(&self, answer: &CardAnswer) -> Result<CardReply, CallerError> {
+        self.apply(|flow, now| flow.handle_card_answer(answer, now))
+    }
+
+    /// Continue: settles `continue` unless everything resolved.
+    pub fn continue_(&self) -> Result<CardReply, CallerError> {
+        self.apply(|flow, now| flow.handle_continue(now))
+    }
+
+    /// Interrupt: settles `interrupt` at once. Returns whether this settled it.
+    pub fn interrupt(&self) -> bool {
+        self.apply(|flow, now| flow.handle_interrupt(now))
+    }
+
+    /// The compare-and-set settle; returns whether this call won.
+    pub fn settle(&self, reason: SettleReason) -> bool {
+        self.apply(|flow, now| flow.handle_settle(reason, now))
+    }
+
+    /// Moves a target (the seeds' seam); the watcher wakes.
+    pub fn transition(
+        &self,
+        name: &str,
+        to: TargetState,
+        actor: Actor,
+        patch: Patch,
+    ) -> Result<Option<ChangeRecord>, CallerError> {
+        self.apply(|flow, now| flow.handle_transition(name, to, actor, patch, now))
+    }
+
+    /// Replaces a target's link and detail with no state change.
+    pub fn refresh(
+        &self,
+        name: &str,
+        connect_url: Option<Text>,
+        detail: Option<Text>,
+        actor: Actor,
+    ) -> Result<ChangeRecord, CallerError> {
+        self.apply(|flow, now| flow.handle_refresh(name, connect_url, detail, actor, now))
+    }
+
+    /// A gateway answer, from whatever ran the call.
+    pub fn deliver(&self, id: CallId, result: Result<GatewayReply, GatewayError>) {
+        let outcome = self.apply(|flow, now| flow.handle_gateway(id, result, now));
+        debug_assert!(outcome.is_ok(), "a reply of the wrong kind: {outcome:?}");
+    }
+
+    /// Whether the flow still waits for the answer to `id` (a call it no longer awaits must
+    /// not start: the operation settled).
+    pub fn awaits(&self, id: CallId) -> bool {
+        self.0.lock().flow.awaits(id)
+    }
+
+    /// Fires the timers that are due.
+    pub fn fire_timers(&self) {
+        self.apply(|flow, now| flow.handle_timeout(now));
+    }
+
+    /// The next wake-up as an instant of the host's monotonic clock, if any.
+    pub fn next_wake(&self) -> Option<std::time::Instant> {
+        let wake = self.0.lock().flow.poll_timeout()?;
+        Some(self.0.env.clock.instant_of(wake.at))
+    }
+
+    /// Whether the tool call returned and nothing is left to run.
+    pub fn is_finished(&self) -> bool {
+        let state = self.0.lock();
+        state.result.is_some() && state.outbox.is_empty() && state.flow.is_done()
+    }
+
+    /// Waits (blocking) for the next change; returns at once if one already happened since
+    /// `listener` was created. Use [`listen`](Self::listen) before checking state.
+    pub fn listen(&self) -> event_listener::EventListener {
+        self.0.changed.listen()
+    }
+
+    /// The clock the operation runs on.
+    pub fn clock(&self) -> &Clock {
+        &self.0.env.clock
+    }
+
+    /// Feeds one input under the lock, then executes what it caused (or waits for the pump
+    /// that does), and returns the input's own answer.
+    pub fn apply<R>(&self, input: impl FnOnce(&mut Flow, Timestamp) -> R) -> R {
+        let (answer, mark) = {
+            let mut state = self.0.lock();
+            let now = self.0.env.clock.now();
+            let answer = input(&mut state.flow, now);
+            move_effects(&mut state);
+            (answer, state.produced)
+        };
+        self.pump_until(mark);
+        answer
+    }
+
+    /// Executes queued effects (the start of an operation, or after a timer).
+    pub fn pump(&self) {
+        let mark = self.0.lock().produced;
+        self.pump_until(mark);
+    }
+
+    fn pump_until(&self, mark: u64) {
+        let me = std::thread::current().id();
+        loop {
+            let listener;
+            {
+                let mut state = self.0.lock();
+                if state.executed >= mark {
+                    return;
+                }
+                match state.pump {
+                    None => state.pump = Some(me),
+                    // Re-entered from our own callback: the outer loop runs it.
+                    Some(pump) if pump == me => return,
+                    Some(_) => {
+                        listener = self.0.executed.listen();
+                        drop(state);
+                        listener.wait();
+                        continue;
+                    }
+                }
+            }
+            self.run_pump();
+        }
+    }
+
+    /// The pump: executes the outbox in order, outside the lock, until it is empty.
+    fn run_pump(&self) {
+        loop {
+            let effect = {
+                let mut state = self.0.lock();
+                match state.outbox.pop_front() {
+                    Some(effect) => effect,
+                    None => {
+                        state.pump = None;
+                        drop(state);
+                        self.0.executed.notify(usize::MAX);
+                        self.0.changed.notify(usize::MAX);
+                        return;
+                    }
+                }
+            };
+            self.execute(effect);
+            self.0.lock().executed += 1;
+            self.0.executed.notify(usize::MAX);
+        }
+    }
+
+    fn execute(&self, effect: Effect) {
+        let env = &self.0.env;
+        match effect {
+            Effect::Register { key, op_id } => {
+                let answer = env.registry.open(&key, op_id, self.clone());
+                let mut state = self.0.lock();
+                let now = env.clock.now();
+                state.flow.handle_registered(answer, now);
+                move_effects(&mut state);
+            }
+            Effect::Call { id, call } => env.calls.start(self, id, call),
+            Effect::Emit(event) => {
+                if let Some(sink) = &env.events {
+                    sink(&event);
+                }
+            }
+            Effect::Close { key, op_id } => env.registry.close(&key, op_id),
+            Effect::Return(result) => {
+                self.0.lock().result = Some(result);
+                self.0.changed.notify(usize::MAX);
+            }
+        }
+    }
+
+    /// A weak reference, for interrupt tokens that must not keep an operation alive.
+    pub fn downgrade(&self) -> Weak<OpShared> {
+        Arc::downgrade(&self.0)
+    }
+}
+
+impl OpShared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic in a callback must not wedge every later call on the operation.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+fn move_effects(state: &mut State) {
+    while let Some(effect) = state.flow.poll_effect() {
+        state.outbox.push_back(effect);
+        state.produced += 1;
+    }
+}

@@ -1,0 +1,80 @@
+//! The process's registry of open operations, shared by every thread and task: the core's
+//! [`Registry`] behind a lock, holding [`OpHandle`]s. The lock is never held across a
+//! gateway call or a callback.
+
+use crate::op::OpHandle;
+use connop_core::operation::{OpId, Text};
+use connop_core::registry::{Registry, RegistryKey};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// One open operation per (profile, session key), shared across threads.
+#[derive(Clone)]
+pub struct SharedRegistry {
+    profile: Text,
+    inner: Arc<Mutex<Registry<OpHandle>>>,
+}
+
+impl SharedRegistry {
+    /// An empty registry for a profile (the process's `CONNOP_HOME`).
+    pub fn new(profile: impl Into<Text>) -> Self {
+        SharedRegistry {
+            profile: profile.into(),
+            inner: Arc::default(),
+        }
+    }
+
+    /// The profile.
+    pub fn profile(&self) -> &Text {
+        &self.profile
+    }
+
+    /// The key a session's operation registers under.
+    pub fn key(&self, session_key: &str) -> RegistryKey {
+        RegistryKey::new(self.profile.clone(), session_key)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Registry<OpHandle>> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Registers an operation; refuses with the open one's id.
+    pub fn open(&self, key: &RegistryKey, _op_id: OpId, handle: OpHandle) -> Result<(), OpId> {
+        self.lock().open(key.clone(), handle)
+    }
+
+    /// The unsettled operation of a session.
+    pub fn current(&self, session_key: &str) -> Option<OpHandle> {
+        self.lock().current(&self.key(session_key)).cloned()
+    }
+
+    /// A session's operation by id, settled or not.
+    pub fn get(&self, session_key: &str, op_id: OpId) -> Option<OpHandle> {
+        self.lock().get(&self.key(session_key), op_id).cloned()
+    }
+
+    /// Removes the entry if it is still that operation.
+    pub fn close(&self, key: &RegistryKey, op_id: OpId) {
+        self.lock().close(key, op_id);
+    }
+
+    /// How many entries there are.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+}
+
+impl std::fmt::Debug for SharedRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedRegistry")
+            .field("profile", &self.profile)
+            .field("entries", &self.len())
+            .finish()
+    }
+}

@@ -26,3 +26,5 @@ pub fn links(targets: &serde_json::Value) -> Vec<(String, String)> {
         })
         .collect()
 }
+
+pub mod table;

@@ -305,10 +305,9 @@ impl OpHandle {
                 }
             }
             Effect::Close { key, op_id } => env.registry.close(&key, op_id),
-            Effect::Return(result) => {
-                self.0.lock().result = Some(result);
-                self.0.changed.notify(usize::MAX);
-            }
+            // The waiting caller is woken when the pump ends, once the operation is idle:
+            // waking it here would have it contend for the lock the pump still needs.
+            Effect::Return(result) => self.0.lock().result = Some(result),
         }
     }
 

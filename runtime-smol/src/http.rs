@@ -1,1 +1,483 @@
-//! The async HTTP client of the tool gateway (being written).
+//! The async HTTP client of the tool gateway (SPEC §6).
+//!
+//! The same [`connop_core::wire`] exchange as the blocking client, with the bytes moved by
+//! isahc's async API: a request runs on isahc's own agent thread, so awaiting it never blocks
+//! the executor, and many calls share one client (and its connections).
+
+use connop_blocking::http::{
+    HttpError, body_error, env_config, to_isahc, to_wire, transport_error,
+};
+use connop_core::gateway::{
+    Account, AsyncGateway, BoxFuture, ConnectorRow, GatewayCall, GatewayError, GatewayReply,
+    MintRequest, MintRow,
+};
+use connop_core::wire::{self, Answer, ClientConfig, Exchange, Step};
+use isahc::{AsyncReadResponseExt, HttpClient};
+use std::time::Duration;
+
+/// The tool gateway over HTTP for async hosts. One isahc client per gateway, so connections
+/// are reused across calls and across concurrent operations.
+#[derive(Debug)]
+pub struct AsyncHttpGateway {
+    config: ClientConfig,
+    client: HttpClient,
+}
+
+impl AsyncHttpGateway {
+    /// A gateway client for `config` with its own isahc client.
+    pub fn new(config: ClientConfig) -> Result<Self, HttpError> {
+        Ok(AsyncHttpGateway::with_client(config, HttpClient::new()?))
+    }
+
+    /// A gateway client on a caller-built isahc client (proxies, TLS roots, shared pools).
+    pub fn with_client(config: ClientConfig, client: HttpClient) -> Self {
+        AsyncHttpGateway { config, client }
+    }
+
+    /// The gateway the environment names; `Ok(None)` when `CONNECTOR_GATEWAY_URL` is unset.
+    /// A URL with no token still builds: its calls are refused without sending.
+    pub fn from_env() -> Result<Option<Self>, HttpError> {
+        env_config().map(AsyncHttpGateway::new).transpose()
+    }
+
+    /// Where this client sends.
+    pub fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    /// Sends one wire request and reads the whole answer.
+    pub async fn send(&self, request: &wire::Request) -> Answer {
+        let request: isahc::Request<isahc::AsyncBody> = to_isahc(request)?;
+        let mut response = self
+            .client
+            .send_async(request)
+            .await
+            .map_err(|e| transport_error(&e))?;
+        let body = response.bytes().await.map_err(body_error)?;
+        Ok(to_wire(&response, body))
+    }
+
+    /// Runs one gateway call to its end (pages, the one retry).
+    pub async fn exchange(&self, call: &GatewayCall) -> Result<GatewayReply, GatewayError> {
+        self.drive(Exchange::start(&self.config, call)).await
+    }
+
+    async fn drive(&self, mut step: Step) -> Result<GatewayReply, GatewayError> {
+        loop {
+            match step {
+                Step::Send(pending) => {
+                    let answer = self.send(pending.request()).await;
+                    step = pending.receive(answer);
+                }
+                Step::Done(result) => return result,
+            }
+        }
+    }
+}
+
+fn mismatch(route: &str, reply: &GatewayReply) -> GatewayError {
+    GatewayError::invalid(format!("a {} answer to a {route} call", reply.kind()))
+}
+
+impl AsyncGateway for AsyncHttpGateway {
+    fn list(
+        &self,
+        timeout: Option<Duration>,
+    ) -> BoxFuture<'_, Result<Vec<ConnectorRow>, GatewayError>> {
+        Box::pin(async move {
+            match self.drive(Exchange::list(&self.config, timeout)).await? {
+                GatewayReply::Connectors(rows) => Ok(rows),
+                other => Err(mismatch("list", &other)),
+            }
+        })
+    }
+
+    fn mint<'a>(
+        &'a self,
+        request: &'a MintRequest,
+    ) -> BoxFuture<'a, Result<Vec<MintRow>, GatewayError>> {
+        Box::pin(async move {
+            match self.drive(Exchange::mint(&self.config, request)).await? {
+                GatewayReply::Minted(rows) => Ok(rows),
+                other => Err(mismatch("mint", &other)),
+            }
+        })
+    }
+
+    fn account<'a>(
+        &'a self,
+        connection_id: &'a str,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Option<Account>, GatewayError>> {
+        Box::pin(async move {
+            let step = Exchange::account(&self.config, connection_id, timeout);
+            match self.drive(step).await? {
+                GatewayReply::Account(account) => Ok(account),
+                other => Err(mismatch("account", &other)),
+            }
+        })
+    }
+
+    fn call<'a>(
+        &'a self,
+        call: &'a GatewayCall,
+    ) -> BoxFuture<'a, Result<GatewayReply, GatewayError>> {
+        Box::pin(self.exchange(call))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use connop_core::gateway::{AccountStatus, MintStatus};
+    use serde_json::{Value, json};
+    use std::collections::VecDeque;
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::net::{SocketAddr, TcpListener, TcpStream};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::thread::JoinHandle;
+
+    /// A request as the test server saw it.
+    #[derive(Debug)]
+    struct Seen {
+        method: String,
+        path: String,
+        headers: Vec<(String, String)>,
+        body: String,
+    }
+
+    impl Seen {
+        fn header(&self, name: &str) -> Option<&str> {
+            let found = self
+                .headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name));
+            found.map(|(_, v)| v.as_str())
+        }
+    }
+
+    enum Canned {
+        Reply {
+            status: u16,
+            headers: Vec<(&'static str, String)>,
+            body: String,
+        },
+        /// Never answers: holds the connection until the client gives up.
+        Hang,
+    }
+
+    fn reply(status: u16, body: Value) -> Canned {
+        Canned::Reply {
+            status,
+            headers: Vec::new(),
+            body: body.to_string(),
+        }
+    }
+
+    /// One connection per request (`Connection: close`), canned answers in order. A connection
+    /// that sends nothing stops the server; `finish` sends it once the client is done.
+    struct Server {
+        addr: SocketAddr,
+        thread: JoinHandle<Vec<Seen>>,
+    }
+
+    impl Server {
+        fn start(canned: Vec<Canned>) -> Server {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = listener.local_addr().unwrap();
+            let thread = std::thread::spawn(move || {
+                let mut canned = VecDeque::from(canned);
+                let mut seen = Vec::new();
+                for stream in listener.incoming() {
+                    let mut stream = stream.unwrap();
+                    let Some(request) = read_request(&stream) else {
+                        break;
+                    };
+                    seen.push(request);
+                    match canned.pop_front() {
+                        Some(Canned::Reply {
+                            status,
+                            headers,
+                            body,
+                        }) => {
+                            let mut head = format!(
+                                "HTTP/1.1 {status} Canned\r\nContent-Type: application/json\r\n\
+                                 Content-Length: {}\r\nConnection: close\r\n",
+                                body.len()
+                            );
+                            for (k, v) in headers {
+                                head.push_str(&format!("{k}: {v}\r\n"));
+                            }
+                            head.push_str("\r\n");
+                            stream.write_all(head.as_bytes()).unwrap();
+                            stream.write_all(body.as_bytes()).unwrap();
+                        }
+                        Some(Canned::Hang) => {
+                            let _ = std::io::copy(&mut stream, &mut std::io::sink());
+                        }
+                        None => panic!("more requests than canned answers"),
+                    }
+                }
+                seen
+            });
+            Server { addr, thread }
+        }
+
+        fn config(&self) -> ClientConfig {
+            ClientConfig::new(format!("http://{}/", self.addr), Some("tok-123".into()))
+        }
+
+        fn finish(self) -> Vec<Seen> {
+            drop(TcpStream::connect(self.addr).unwrap());
+            self.thread.join().unwrap()
+        }
+    }
+
+    fn read_request(stream: &TcpStream) -> Option<Seen> {
+        let mut reader = BufReader::new(stream);
+        let mut line = String::new();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        let mut parts = line.split_whitespace();
+        let method = parts.next()?.to_owned();
+        let path = parts.next()?.to_owned();
+        let mut headers = Vec::new();
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).ok()?;
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            let (k, v) = line.split_once(':')?;
+            headers.push((k.trim().to_owned(), v.trim().to_owned()));
+        }
+        let len = headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+            .map_or(0, |(_, v)| v.parse().unwrap());
+        let mut body = vec![0; len];
+        reader.read_exact(&mut body).ok()?;
+        let body = String::from_utf8(body).unwrap();
+        Some(Seen {
+            method,
+            path,
+            headers,
+            body,
+        })
+    }
+
+    fn account_body(id: &str, status: &str) -> Value {
+        json!({"connectionId": id, "connector": "gmail", "status": status, "label": "me",
+               "active": status == "active", "createdAt": "t0", "updatedAt": "t1"})
+    }
+
+    fn mint_request() -> MintRequest {
+        MintRequest {
+            connectors: vec!["gmail".into(), "notion".into()],
+            reinitiate: false,
+            return_to: None,
+            op: None,
+        }
+    }
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn every_route_sends_the_token_and_content_type() {
+        let server = Server::start(vec![
+            reply(
+                200,
+                json!({"items": [{"connector": "gmail", "enabled": true}],
+                              "nextCursor": "c 2/="}),
+            ),
+            reply(
+                200,
+                json!({"items": [{"connector": "notion", "connected": true}],
+                              "nextCursor": "c3"}),
+            ),
+            reply(
+                200,
+                json!({"items": [{"connector": "slack"}], "nextCursor": null}),
+            ),
+            reply(
+                200,
+                json!({"results": [
+                {"connector": "gmail", "status": "initiated", "connectUrl": "https://c/1",
+                 "connectionId": "ca_gmail_1"},
+                {"connector": "notion", "status": "active", "connectionId": "ca_notion_1"}]}),
+            ),
+            reply(200, account_body("ca gmail/1", "active")),
+        ]);
+        let gateway = AsyncHttpGateway::new(server.config()).unwrap();
+        smol::block_on(async {
+            let rows = gateway.list(None).await.unwrap();
+            let names: Vec<_> = rows.iter().map(|r| r.connector.to_string()).collect();
+            assert_eq!(names, ["gmail", "notion", "slack"]);
+            let minted = gateway.mint(&mint_request()).await.unwrap();
+            assert_eq!(minted[0].status, MintStatus::Initiated);
+            assert_eq!(minted[1].connection_id.as_deref(), Some("ca_notion_1"));
+            let account = gateway
+                .account("ca gmail/1", SECOND)
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(account.status, AccountStatus::Active);
+        });
+
+        let seen = server.finish();
+        let lines: Vec<_> = seen
+            .iter()
+            .map(|s| format!("{} {}", s.method, s.path))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "GET /v1/connectors?limit=50",
+                "GET /v1/connectors?limit=50&cursor=c%202%2F%3D",
+                "GET /v1/connectors?limit=50&cursor=c3",
+                "POST /v1/connectors/connections",
+                "GET /v1/connectors/accounts/ca%20gmail%2F1",
+            ]
+        );
+        for s in &seen {
+            assert_eq!(s.header("authorization"), Some("Bearer tok-123"), "{s:?}");
+            assert_eq!(s.header("content-type"), Some("application/json"), "{s:?}");
+        }
+        assert_eq!(
+            seen[3].body,
+            r#"{"connectors":["gmail","notion"],"reinitiate":false}"#
+        );
+    }
+
+    #[test]
+    fn the_mint_is_sent_once_even_on_a_server_error() {
+        let server = Server::start(vec![reply(503, json!({"error": "boom"}))]);
+        let gateway = AsyncHttpGateway::new(server.config()).unwrap();
+        let err = smol::block_on(gateway.mint(&mint_request())).unwrap_err();
+        assert_eq!(err, GatewayError::Http { status: 503 });
+        assert_eq!(server.finish().len(), 1);
+    }
+
+    #[test]
+    fn an_account_read_is_retried_once_after_a_server_error() {
+        let server = Server::start(vec![
+            reply(500, json!({})),
+            reply(200, account_body("ca_1", "expired")),
+        ]);
+        let gateway = AsyncHttpGateway::new(server.config()).unwrap();
+        let call = GatewayCall::Account {
+            connection_id: "ca_1".into(),
+            timeout: SECOND,
+        };
+        let reply = smol::block_on(gateway.call(&call)).unwrap();
+        let GatewayReply::Account(Some(account)) = reply else {
+            panic!("{reply:?}")
+        };
+        assert_eq!(account.status, AccountStatus::Expired);
+        let seen = server.finish();
+        assert_eq!(seen.len(), 2);
+        assert_eq!(seen[0].path, seen[1].path);
+    }
+
+    #[test]
+    fn a_404_account_is_none_and_a_429_carries_retry_after() {
+        let server = Server::start(vec![
+            reply(404, json!({"error": "connection_not_found"})),
+            Canned::Reply {
+                status: 429,
+                headers: vec![("Retry-After", "2".into())],
+                body: "{}".into(),
+            },
+            reply(403, json!({})),
+        ]);
+        let gateway = AsyncHttpGateway::new(server.config()).unwrap();
+        smol::block_on(async {
+            assert_eq!(gateway.account("ca_1", SECOND).await, Ok(None));
+            let two = GatewayError::RateLimited {
+                retry_after: 2 * SECOND,
+            };
+            assert_eq!(gateway.account("ca_1", SECOND).await, Err(two));
+            assert_eq!(
+                gateway.list(None).await,
+                Err(GatewayError::Auth { status: 403 })
+            );
+        });
+        assert_eq!(server.finish().len(), 3);
+    }
+
+    #[test]
+    fn a_missing_token_sends_nothing() {
+        let server = Server::start(vec![]);
+        let config = ClientConfig::new(format!("http://{}", server.addr), None);
+        let gateway = AsyncHttpGateway::new(config).unwrap();
+        smol::block_on(async {
+            assert_eq!(gateway.list(None).await, Err(GatewayError::MissingToken));
+            assert_eq!(
+                gateway.mint(&mint_request()).await,
+                Err(GatewayError::MissingToken)
+            );
+            let read = gateway.account("ca_1", SECOND).await;
+            assert_eq!(read, Err(GatewayError::MissingToken));
+        });
+        assert!(server.finish().is_empty());
+    }
+
+    #[test]
+    fn a_refused_connection_is_a_transport_error() {
+        let addr = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let config = ClientConfig::new(format!("http://{addr}"), Some("t".into()));
+        let gateway = AsyncHttpGateway::new(config).unwrap();
+        let err = smol::block_on(gateway.account("ca_1", SECOND)).unwrap_err();
+        assert!(matches!(err, GatewayError::Transport(_)), "{err:?}");
+    }
+
+    #[test]
+    fn a_slow_answer_past_the_timeout_is_a_transport_error() {
+        let server = Server::start(vec![Canned::Hang]);
+        let short = Duration::from_millis(150);
+        let config = server.config().with_default_timeout(short);
+        let gateway = AsyncHttpGateway::new(config).unwrap();
+        let err = smol::block_on(gateway.mint(&mint_request())).unwrap_err();
+        assert_eq!(
+            err,
+            GatewayError::Transport("the request timed out after 0.15 s".into())
+        );
+        assert_eq!(server.finish().len(), 1);
+    }
+
+    #[test]
+    fn a_pending_request_does_not_block_the_executor() {
+        // Both calls run on one thread: the fast one must finish while the slow one waits.
+        let slow = Server::start(vec![Canned::Hang]);
+        let fast = Server::start(vec![reply(200, json!({"results": []}))]);
+        let config = slow
+            .config()
+            .with_default_timeout(Duration::from_millis(400));
+        let slow_gateway = AsyncHttpGateway::new(config).unwrap();
+        let fast_gateway = AsyncHttpGateway::new(fast.config()).unwrap();
+        let fast_done = AtomicBool::new(false);
+        let (slow_result, fast_result) = smol::block_on(futures_lite::future::zip(
+            async {
+                let result = slow_gateway.mint(&mint_request()).await;
+                (result, fast_done.load(Ordering::SeqCst))
+            },
+            async {
+                let result = fast_gateway.mint(&mint_request()).await;
+                fast_done.store(true, Ordering::SeqCst);
+                result
+            },
+        ));
+        assert_eq!(fast_result, Ok(Vec::new()));
+        assert!(matches!(slow_result.0, Err(GatewayError::Transport(_))));
+        assert!(
+            slow_result.1,
+            "the fast call finished while the slow one was pending"
+        );
+        assert_eq!((slow.finish().len(), fast.finish().len()), (1, 1));
+    }
+}

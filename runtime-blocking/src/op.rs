@@ -224,14 +224,21 @@ impl OpHandle {
     /// Feeds one input under the lock, then executes what it caused (or waits for the pump
     /// that does), and returns the input's own answer.
     pub fn apply<R>(&self, input: impl FnOnce(&mut Flow, Timestamp) -> R) -> R {
-        let (answer, mark) = {
+        let (answer, mark, rearm) = {
             let mut state = self.0.lock();
             let now = self.0.env.clock.now();
+            let before = state.flow.poll_timeout();
             let answer = input(&mut state.flow, now);
+            // An input may move the next wake-up without producing any effect (the last
+            // read of a tick plans the next one): the waiting driver must re-arm.
+            let rearm = state.flow.poll_timeout() != before;
             move_effects(&mut state);
-            (answer, state.produced)
+            (answer, state.produced, rearm)
         };
         self.pump_until(mark);
+        if rearm {
+            self.0.changed.notify(usize::MAX);
+        }
         answer
     }
 

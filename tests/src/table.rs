@@ -726,7 +726,11 @@ pub fn seed_001() -> Vec<Scenario> {
 pub fn run_table(runtime: Runtime, backend: &dyn Backend) {
     let mut failures = Vec::new();
     let scenarios = seed_001();
+    let trace = std::env::var_os("CONNOP_TABLE_TRACE").is_some();
     for scenario in &scenarios {
+        if trace {
+            eprintln!("{runtime:?} / {}: {}", backend.name(), scenario.name);
+        }
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let run = run(scenario, runtime, backend);
             (scenario.check)(&run, backend);
@@ -802,3 +806,157 @@ impl Backend for InProcess {
 
 /// A scripted step, re-exported for table users.
 pub type ScriptStep = Step;
+
+/// The simulated tool gateway over real loopback HTTP, reached through the isahc clients.
+pub struct OverHttp {
+    server: connop_fixtures::sim_gateway::SimGateway,
+    blocking: Arc<dyn BlockingGateway>,
+    asynchronous: Arc<dyn AsyncGateway>,
+}
+
+impl OverHttp {
+    /// Starts a simulated gateway with a token, and clients for it.
+    pub fn start() -> Self {
+        use connop_fixtures::sim_gateway::{SimGateway, SimOptions};
+        let token = "table-token";
+        let server = SimGateway::start(SimOptions::default().token(token))
+            .expect("the simulated gateway binds");
+        let config = connop_core::wire::ClientConfig::new(server.url(), Some(token.to_owned()));
+        let blocking =
+            connop_blocking::http::HttpGateway::new(config.clone()).expect("an isahc client");
+        let asynchronous =
+            connop_smol::http::AsyncHttpGateway::new(config).expect("an isahc client");
+        OverHttp {
+            server,
+            blocking: Arc::new(blocking),
+            asynchronous: Arc::new(asynchronous),
+        }
+    }
+
+    /// The server, for tests that inspect it.
+    pub fn server(&self) -> &connop_fixtures::sim_gateway::SimServer {
+        self.server.server()
+    }
+
+    fn requests(
+        &self,
+        method: &str,
+        path_prefix: &str,
+    ) -> Vec<connop_fixtures::sim_gateway::SimRequest> {
+        self.server()
+            .log()
+            .into_iter()
+            .filter(|r| r.method == method && r.path.starts_with(path_prefix))
+            .collect()
+    }
+}
+
+/// The simulated gateway's `/sim/state` for a scripted world (the seeds' knobs).
+pub fn sim_state(world: &ScriptedGateway) -> Value {
+    use connop_fixtures::sim_gateway::CATALOG;
+    let step = |s: &Step| match s {
+        Step::Status(status) => json!(status.as_str()),
+        Step::NotFound => json!({"http": 404}),
+        Step::Fail(GatewayError::RateLimited { retry_after }) => {
+            json!({"http": 429, "retry_after_ms": retry_after.as_millis() as u64})
+        }
+        Step::Fail(GatewayError::Http { status }) => json!({"http": status}),
+        Step::Fail(_) => json!({"http": 500}),
+    };
+    let mint_entry = |status: MintStatus| {
+        let mut entry = json!({
+            "status": status.as_str(),
+            "connectionId": world.mint_connection_id && status != MintStatus::Failed,
+        });
+        if let Some(reason) = &world.status_reason {
+            entry["statusReason"] = json!(reason);
+        }
+        entry
+    };
+    let mut mint = serde_json::Map::new();
+    if world.mint_status != MintStatus::Initiated {
+        for slug in CATALOG {
+            mint.insert((*slug).to_owned(), mint_entry(world.mint_status));
+        }
+    }
+    for (slug, status) in &world.mint_overrides {
+        mint.insert(slug.clone(), mint_entry(*status));
+    }
+    let mut state = json!({
+        "connected": world.connected,
+        "mint": mint,
+        "flips": world.flips,
+        "scripts": world.scripts.iter().map(|(k, v)| (k.clone(), Value::Array(v.iter().map(step).collect()))).collect::<serde_json::Map<_, _>>(),
+        "statusReason": world.status_reason,
+        "connectionIds": world.mint_connection_id,
+    });
+    if let Some(listed) = &world.listed {
+        state["listed"] = json!(listed);
+    }
+    state
+}
+
+impl Backend for OverHttp {
+    fn name(&self) -> String {
+        format!("simulated gateway over HTTP at {}", self.server.url())
+    }
+    fn set_world(&self, world: &ScriptedGateway) {
+        self.server().reset();
+        self.server()
+            .apply_state(sim_state(world))
+            .expect("a valid /sim/state");
+        if world.listed.is_none() {
+            // An unavailable list: every list read fails (and its one retry too).
+            let faults = json!({"faults": [{"route": "list", "status": 503, "count": 1000}]});
+            self.server().queue_faults(faults).expect("valid faults");
+        }
+    }
+    fn blocking(&self) -> Arc<dyn BlockingGateway> {
+        self.blocking.clone()
+    }
+    fn asynchronous(&self) -> Arc<dyn AsyncGateway> {
+        self.asynchronous.clone()
+    }
+    fn inline_calls(&self) -> bool {
+        false
+    }
+    fn mints(&self) -> Vec<MintLog> {
+        self.requests("POST", "/v1/connectors/connections")
+            .into_iter()
+            .map(|r| {
+                let body: Value = serde_json::from_str(&r.body).unwrap_or(Value::Null);
+                MintLog {
+                    connectors: body["connectors"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|c| c.as_str().map(str::to_owned))
+                        .collect(),
+                    reinitiate: body["reinitiate"].as_bool().unwrap_or(false),
+                    return_to: body["returnTo"].as_str().map(str::to_owned),
+                    op: body["op"].as_str().map(str::to_owned),
+                }
+            })
+            .collect()
+    }
+    fn reads(&self) -> Vec<String> {
+        self.requests("GET", "/v1/connectors/accounts/")
+            .into_iter()
+            .map(|r| {
+                r.path
+                    .trim_start_matches("/v1/connectors/accounts/")
+                    .to_owned()
+            })
+            .collect()
+    }
+    fn lists(&self) -> usize {
+        self.server()
+            .log()
+            .iter()
+            .filter(|r| r.method == "GET" && r.path == "/v1/connectors")
+            .count()
+    }
+    fn link_prefix(&self, slug: &str) -> String {
+        format!("{}/connect/ca_{slug}_", self.server.url())
+    }
+}

@@ -1,0 +1,82 @@
+//! The blocking runtime's own behaviours, beyond the seed table.
+
+use connop_blocking::{Interrupt, SharedRegistry, ToolContext};
+use connop_core::flow::{Event, Surface};
+use connop_core::gateway::BlockingGateway;
+use connop_fixtures::{ScriptedGateway, SharedGateway};
+use serde_json::json;
+use std::sync::Arc;
+use std::sync::mpsc::channel;
+use std::time::{Duration, Instant};
+
+fn context(gateway: &SharedGateway) -> ToolContext<dyn BlockingGateway> {
+    let mut ctx: ToolContext<dyn BlockingGateway> = ToolContext::new(
+        SharedRegistry::new("/test/.connop"),
+        "s1",
+        Arc::new(gateway.clone()),
+    );
+    ctx.surface = Surface::Desktop;
+    ctx.events = Some(Arc::new(|_: &Event| {}));
+    ctx
+}
+
+#[test]
+fn worker_calls_rearm_the_tick_after_answers_that_move_nothing() {
+    // Reads answer `pending` (no effect at all) on the worker thread while the operation's
+    // thread sleeps; the tick they plan must still wake it. Without the re-arm it slept
+    // until the deadline.
+    let gateway = SharedGateway::new(ScriptedGateway::new().flips(&[("gmail", 3)]));
+    gateway.set_latency(Duration::from_millis(5));
+    let mut ctx = context(&gateway);
+    ctx.tick = Duration::from_millis(10);
+    ctx.deadline = Duration::from_secs(30);
+    let started = Instant::now();
+    let result = connop_blocking::manage_connections(
+        &json!({"action": "connect", "connectors": ["gmail"]}),
+        &ctx,
+    );
+    assert_eq!(result["settled_by"], "all_resolved");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(gateway.with(|gw| gw.reads_of("ca_gmail_1")), 3);
+}
+
+#[test]
+fn an_interrupt_settles_at_once_while_a_slow_read_is_in_flight() {
+    // The read takes 3 s on the worker thread; the interrupt lands while it is out and the
+    // tool returns without waiting for it.
+    let gateway = SharedGateway::new(ScriptedGateway::new());
+    let mut ctx = context(&gateway);
+    let interrupt = Interrupt::new();
+    ctx.interrupt = Some(interrupt.clone());
+    let (carded_tx, carded) = channel();
+    let carded_tx = std::sync::Mutex::new(carded_tx);
+    let slow = gateway.clone();
+    ctx.events = Some(Arc::new(move |event: &Event| {
+        if matches!(event, Event::Request(_)) {
+            slow.set_latency(Duration::from_secs(3));
+            let _ = carded_tx.lock().unwrap().send(());
+        }
+    }));
+    let tool = std::thread::spawn(move || {
+        let started = Instant::now();
+        let result = connop_blocking::manage_connections(
+            &json!({"action": "connect", "connectors": ["gmail"]}),
+            &ctx,
+        );
+        (result, started.elapsed())
+    });
+    carded
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the card");
+    interrupt.trigger();
+    let (result, elapsed) = tool.join().unwrap();
+    assert_eq!(result["settled_by"], "interrupt");
+    assert!(
+        elapsed < Duration::from_secs(2),
+        "waited for the slow read: {elapsed:?}"
+    );
+}

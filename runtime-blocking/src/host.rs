@@ -9,10 +9,9 @@ use connop_core::flow::{DEFAULT_TICK, Flow, FlowConfig, Surface};
 use connop_core::gateway::BlockingGateway;
 use connop_core::operation::{DEFAULT_DEADLINE, Text};
 use connop_core::tool::ToolResult;
-use event_listener::Listener;
 use serde_json::Value;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What the host tells a tool call (SPEC §11): where it registers, which surface the session
 /// has, where events go, which gateway to use, and the operation's timings. Generic over the
@@ -138,20 +137,15 @@ pub fn run_tool_call(args: &Value, context: &ToolContext<dyn BlockingGateway>) -
 /// sleeps until the next timer or the next change, whichever comes first. One re-armable
 /// deadline wait, never slices.
 pub fn run_to_end(op: &OpHandle) -> ToolResult {
+    op.park_here();
     op.pump();
-    loop {
-        let listener = op.listen();
-        if op.is_finished() {
-            break;
-        }
+    // `unpark` leaves a token when it comes before `park`, so no wake-up is lost between
+    // reading the state and parking.
+    while !op.is_finished() {
         match op.next_wake() {
-            Some(at) if std::time::Instant::now() >= at => op.fire_timers(),
-            Some(at) => {
-                if listener.wait_deadline(at).is_none() {
-                    op.fire_timers();
-                }
-            }
-            None => listener.wait(),
+            Some(at) if Instant::now() >= at => op.fire_timers(),
+            Some(at) => std::thread::park_timeout(at - Instant::now()),
+            None => std::thread::park(),
         }
     }
     op.result()

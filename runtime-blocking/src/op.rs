@@ -69,6 +69,9 @@ pub struct OpShared {
     pub(crate) changed: Signal,
     /// The pump executed more effects.
     executed: Signal,
+    /// A blocking driver parked on this operation: woken with std's futex-based `unpark`,
+    /// the cheapest wake there is for a thread that sleeps a whole tick.
+    parked: Mutex<Option<std::thread::Thread>>,
 }
 
 /// A cloneable, thread-safe handle on a running operation: the SPEC §11 operation handle.
@@ -115,6 +118,7 @@ impl OpHandle {
             env,
             changed: Signal::new(),
             executed: Signal::new(),
+            parked: Mutex::new(None),
         }))
     }
 
@@ -237,7 +241,7 @@ impl OpHandle {
         };
         self.pump_until(mark);
         if rearm {
-            self.0.changed.notify(usize::MAX);
+            self.wake_driver();
         }
         answer
     }
@@ -284,7 +288,7 @@ impl OpHandle {
                         state.pump = None;
                         drop(state);
                         self.0.executed.notify(usize::MAX);
-                        self.0.changed.notify(usize::MAX);
+                        self.wake_driver();
                         return;
                     }
                 }
@@ -316,6 +320,22 @@ impl OpHandle {
             // waking it here would have it contend for the lock the pump still needs.
             Effect::Return(result) => self.0.lock().result = Some(result),
         }
+    }
+
+    /// Wakes whoever drives the operation: an async driver listening on the change signal, or
+    /// a blocking driver parked on its thread.
+    fn wake_driver(&self) {
+        self.0.changed.notify(usize::MAX);
+        let parked = self.0.parked.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(thread) = parked.as_ref() {
+            thread.unpark();
+        }
+    }
+
+    /// Registers the calling thread as the operation's blocking driver, woken by
+    /// [`std::thread::Thread::unpark`] on every change.
+    pub(crate) fn park_here(&self) {
+        *self.0.parked.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::thread::current());
     }
 
     /// A weak reference, for interrupt tokens that must not keep an operation alive.

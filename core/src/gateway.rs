@@ -30,8 +30,8 @@ pub enum GatewayCall {
         /// Per-call timeout.
         timeout: Option<Duration>,
     },
-    /// `POST v1/connectors/connections`. Never retried.
-    Mint(MintRequest),
+    /// `POST v1/connectors/connections`. Never retried. (Boxed: it is rare and large.)
+    Mint(Box<MintRequest>),
     /// `GET v1/connectors/accounts/<connection_id>`.
     Account {
         /// The account to read.

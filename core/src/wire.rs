@@ -618,12 +618,12 @@ mod tests {
     }
 
     fn mint(names: &[&str]) -> GatewayCall {
-        GatewayCall::Mint(MintRequest {
+        GatewayCall::Mint(Box::new(MintRequest {
             connectors: names.iter().map(|n| (*n).into()).collect(),
             reinitiate: false,
             return_to: None,
             op: None,
-        })
+        }))
     }
 
     fn account(id: &str) -> GatewayCall {
@@ -732,12 +732,12 @@ mod tests {
     #[test]
     fn mint_carries_return_to_and_op_only_when_present() {
         let op = OpId::parse("0123456789ab").unwrap();
-        let call = GatewayCall::Mint(MintRequest {
+        let call = GatewayCall::Mint(Box::new(MintRequest {
             connectors: vec!["gmail".into()],
             reinitiate: true,
             return_to: Some(DESKTOP_RETURN_TO),
             op: Some(op),
-        });
+        }));
         let (_, sent) = drive(&config(), &call, vec![ok(json!({"results": []}))]);
         assert_eq!(
             sent[0].body.as_deref(),

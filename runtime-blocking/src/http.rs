@@ -442,7 +442,7 @@ mod tests {
         };
         assert_eq!(gateway.list(None), Err(quarter));
         assert_eq!(gateway.list(None), Err(GatewayError::Auth { status: 401 }));
-        let call = GatewayCall::Mint(mint_request());
+        let call = GatewayCall::Mint(Box::new(mint_request()));
         assert_eq!(gateway.call(&call), Err(GatewayError::Unavailable));
         assert_eq!(server.finish().len(), 5);
     }

@@ -8,6 +8,9 @@ use std::sync::{Arc, Mutex, Weak};
 struct State {
     triggered: bool,
     ops: Vec<Weak<OpShared>>,
+    /// Live entries after the last prune: the next prune waits until the list doubles, so
+    /// attaching stays amortized O(1) with thousands of operations on one token.
+    pruned_len: usize,
 }
 
 /// A cloneable interrupt token for one turn (or one host).
@@ -53,7 +56,10 @@ impl Interrupt {
     pub fn attach(&self, op: &OpHandle) {
         let now = {
             let mut state = self.lock();
-            state.ops.retain(|w| w.strong_count() > 0);
+            if state.ops.len() >= 2 * state.pruned_len.max(32) {
+                state.ops.retain(|w| w.strong_count() > 0);
+                state.pruned_len = state.ops.len();
+            }
             if !state.triggered {
                 state.ops.push(op.downgrade());
             }

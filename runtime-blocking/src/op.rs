@@ -1,9 +1,8 @@
 //! One running operation, shared between the thread or task that waits for its result and
 //! every other thread that answers the card, interrupts it, or delivers a gateway answer.
 //!
-//! Every change goes through [`OpShared::apply`]: lock the flow, feed one input, move the
-//! effects it produced to an ordered outbox, unlock, then **pump**: execute the outbox in order
-//! outside the lock. One thread pumps at a time; a caller that finds another pump running waits
+//! Every change goes through [`OpHandle::apply`]: lock the flow, feed one input, unlock, then
+//! **pump**: take the flow's effects one by one, in order, and execute each outside the lock. One thread pumps at a time; a caller that finds another pump running waits
 //! until its own effects have been executed, so a card answer that settles the operation
 //! replies only after the registry entry is closed and the settle frame is written (SPEC §4).
 //! A pump re-entered from one of its own callbacks (the card callback calling back into the
@@ -22,7 +21,6 @@ use connop_core::registry::RegistryEntry;
 use connop_core::time::Timestamp;
 use connop_core::tool::ToolResult;
 use event_listener::{Event as Signal, Listener};
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::ThreadId;
 
@@ -53,8 +51,8 @@ pub struct OpEnv {
 
 struct State {
     flow: Flow,
-    outbox: VecDeque<Effect>,
-    produced: u64,
+    /// Effects executed so far; an input's effects are done once `executed` plus the flow's
+    /// withdrawn count reaches the flow's queued count right after that input.
     executed: u64,
     pump: Option<ThreadId>,
     result: Option<ToolResult>,
@@ -72,6 +70,11 @@ pub struct OpShared {
     /// A blocking driver parked on this operation: woken with std's futex-based `unpark`,
     /// the cheapest wake there is for a thread that sleeps a whole tick.
     parked: Mutex<Option<std::thread::Thread>>,
+    /// An async driver waiting on this operation; taken out while it runs, so its own changes
+    /// never reschedule it.
+    waker: Mutex<Option<std::task::Waker>>,
+    /// Set on every change, cleared by the driver before it reads the state.
+    dirty: std::sync::atomic::AtomicBool,
 }
 
 /// A cloneable, thread-safe handle on a running operation: the SPEC §11 operation handle.
@@ -103,15 +106,12 @@ impl OpHandle {
     /// Wraps a freshly started flow. Nothing runs until [`pump`](Self::pump).
     pub fn new(flow: Flow, env: OpEnv) -> Self {
         let op_id = flow.operation().map(|op| op.op_id());
-        let mut state = State {
+        let state = State {
             flow,
-            outbox: VecDeque::new(),
-            produced: 0,
             executed: 0,
             pump: None,
             result: None,
         };
-        move_effects(&mut state);
         OpHandle(Arc::new(OpShared {
             state: Mutex::new(state),
             op_id,
@@ -119,6 +119,8 @@ impl OpHandle {
             changed: Signal::new(),
             executed: Signal::new(),
             parked: Mutex::new(None),
+            waker: Mutex::new(None),
+            dirty: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
@@ -204,14 +206,21 @@ impl OpHandle {
 
     /// The next wake-up as an instant of the host's monotonic clock, if any.
     pub fn next_wake(&self) -> Option<std::time::Instant> {
+        self.next_wake_with_reason().map(|(at, _)| at)
+    }
+
+    /// The next wake-up and why (a runtime may batch tick wake-ups; never the deadline).
+    pub fn next_wake_with_reason(
+        &self,
+    ) -> Option<(std::time::Instant, connop_core::flow::WakeReason)> {
         let wake = self.0.lock().flow.poll_timeout()?;
-        Some(self.0.env.clock.instant_of(wake.at))
+        Some((self.0.env.clock.instant_of(wake.at), wake.reason))
     }
 
     /// Whether the tool call returned and nothing is left to run.
     pub fn is_finished(&self) -> bool {
         let state = self.0.lock();
-        state.result.is_some() && state.outbox.is_empty() && state.flow.is_done()
+        state.result.is_some() && state.flow.is_done()
     }
 
     /// Waits (blocking) for the next change; returns at once if one already happened since
@@ -236,8 +245,7 @@ impl OpHandle {
             // An input may move the next wake-up without producing any effect (the last
             // read of a tick plans the next one): the waiting driver must re-arm.
             let rearm = state.flow.poll_timeout() != before;
-            move_effects(&mut state);
-            (answer, state.produced, rearm)
+            (answer, state.flow.effect_counts().0, rearm)
         };
         self.pump_until(mark);
         if rearm {
@@ -248,7 +256,7 @@ impl OpHandle {
 
     /// Executes queued effects (the start of an operation, or after a timer).
     pub fn pump(&self) {
-        let mark = self.0.lock().produced;
+        let mark = self.0.lock().flow.effect_counts().0;
         self.pump_until(mark);
     }
 
@@ -258,7 +266,7 @@ impl OpHandle {
             let listener;
             {
                 let mut state = self.0.lock();
-                if state.executed >= mark {
+                if state.executed + state.flow.effect_counts().1 >= mark {
                     return;
                 }
                 match state.pump {
@@ -277,12 +285,12 @@ impl OpHandle {
         }
     }
 
-    /// The pump: executes the outbox in order, outside the lock, until it is empty.
+    /// The pump: executes the flow's effects in order, outside the lock, until none is left.
     fn run_pump(&self) {
         loop {
             let effect = {
                 let mut state = self.0.lock();
-                match state.outbox.pop_front() {
+                match state.flow.poll_effect() {
                     Some(effect) => effect,
                     None => {
                         state.pump = None;
@@ -307,7 +315,6 @@ impl OpHandle {
                 let mut state = self.0.lock();
                 let now = env.clock.now();
                 state.flow.handle_registered(answer, now);
-                move_effects(&mut state);
             }
             Effect::Call { id, call } => env.calls.start(self, id, call),
             Effect::Emit(event) => {
@@ -318,18 +325,68 @@ impl OpHandle {
             Effect::Close { key, op_id } => env.registry.close(&key, op_id),
             // The waiting caller is woken when the pump ends, once the operation is idle:
             // waking it here would have it contend for the lock the pump still needs.
-            Effect::Return(result) => self.0.lock().result = Some(result),
+            Effect::Return(result) => self.0.lock().result = Some(*result),
         }
     }
 
     /// Wakes whoever drives the operation: an async driver listening on the change signal, or
     /// a blocking driver parked on its thread.
     fn wake_driver(&self) {
+        use std::sync::atomic::Ordering;
+        self.0.dirty.store(true, Ordering::Release);
         self.0.changed.notify(usize::MAX);
         let parked = self.0.parked.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(thread) = parked.as_ref() {
             thread.unpark();
         }
+        drop(parked);
+        let waker = self
+            .0
+            .waker
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    /// For an async driver: clears the change flag before it reads the state, so any change
+    /// made after this call is seen by [`poll_changed`](Self::poll_changed).
+    pub fn clear_changed(&self) {
+        self.0
+            .dirty
+            .store(false, std::sync::atomic::Ordering::Release);
+    }
+
+    /// For an async driver: ready once something changed since [`clear_changed`]; otherwise
+    /// registers the task's waker (no allocation).
+    ///
+    /// [`clear_changed`]: Self::clear_changed
+    pub fn poll_changed(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        use std::sync::atomic::Ordering;
+        {
+            let mut slot = self.0.waker.lock().unwrap_or_else(|p| p.into_inner());
+            match slot.as_mut() {
+                Some(waker) if waker.will_wake(cx.waker()) => {}
+                _ => *slot = Some(cx.waker().clone()),
+            }
+        }
+        if self.0.dirty.load(Ordering::Acquire) {
+            self.stop_waiting();
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    }
+
+    /// For an async driver that stops waiting (it is about to run): forget its waker.
+    pub fn stop_waiting(&self) {
+        self.0
+            .waker
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
     }
 
     /// Registers the calling thread as the operation's blocking driver, woken by
@@ -350,12 +407,5 @@ impl OpShared {
         self.state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
-fn move_effects(state: &mut State) {
-    while let Some(effect) = state.flow.poll_effect() {
-        state.outbox.push_back(effect);
-        state.produced += 1;
     }
 }

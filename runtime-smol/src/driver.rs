@@ -1,27 +1,46 @@
 //! The smol runtime: one operation as a future. Gateway calls run concurrently inside that
 //! future (no task per call), the timer is an `async_io::Timer` re-armed from the core's
-//! next wake-up, and any change made from another thread or task wakes it.
+//! next wake-up, and any change made from another thread or task wakes it through a stored
+//! waker (no allocation per wait).
 
 use connop_blocking::{CallStarter, OpHandle, ToolContext};
+use connop_core::flow::WakeReason;
 use connop_core::gateway::{
     AsyncGateway, BoxFuture, CallId, GatewayCall, GatewayError, GatewayReply,
 };
 use connop_core::tool::ToolResult;
-use event_listener::Event as Signal;
 use futures_lite::future::poll_fn;
 use serde_json::Value;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::Poll;
+use std::time::{Duration, Instant};
 
 type CallFuture = BoxFuture<'static, Result<GatewayReply, GatewayError>>;
+
+/// Tick wake-ups at least this far away are rounded up to a shared grid, so one executor
+/// wake-up serves every operation whose tick falls in the same slot. Deadlines are exact.
+const BATCH_AFTER: Duration = Duration::from_millis(250);
+/// The grid of batched tick wake-ups (at most 4 % of a 250 ms wait).
+const BATCH_GRID: Duration = Duration::from_millis(10);
+
+fn batched(at: Instant, reason: WakeReason, now: Instant) -> Instant {
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    if reason == WakeReason::Deadline || at.saturating_duration_since(now) < BATCH_AFTER {
+        return at;
+    }
+    let origin = *ORIGIN.get_or_init(Instant::now);
+    let since = at.saturating_duration_since(origin).as_nanos();
+    let grid = BATCH_GRID.as_nanos();
+    let slots = since.div_ceil(grid);
+    origin + Duration::from_nanos(u64::try_from(slots * grid).unwrap_or(u64::MAX))
+}
 
 /// Hands an operation's gateway calls to its driver future.
 pub struct SmolCalls {
     gateway: Arc<dyn AsyncGateway>,
     queue: Mutex<Vec<(CallId, GatewayCall)>>,
-    queued: Signal,
 }
 
 impl SmolCalls {
@@ -30,27 +49,33 @@ impl SmolCalls {
         SmolCalls {
             gateway,
             queue: Mutex::new(Vec::new()),
-            queued: Signal::new(),
         }
     }
 
-    fn take(&self) -> Vec<(CallId, GatewayCall)> {
-        std::mem::take(&mut *self.queue.lock().unwrap_or_else(|p| p.into_inner()))
+    /// Starts every queued call as a future owned by the driver.
+    fn start_queued(&self, in_flight: &mut Vec<(CallId, CallFuture)>) {
+        let mut queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        for (id, call) in queue.drain(..) {
+            let gateway = self.gateway.clone();
+            // Through `call`, which a gateway may override (hooks, latency, one box).
+            let future: CallFuture = Box::pin(async move { gateway.call(&call).await });
+            in_flight.push((id, future));
+        }
     }
 }
 
 impl CallStarter for SmolCalls {
     fn start(&self, _op: &OpHandle, id: CallId, call: GatewayCall) {
+        // The pump that runs this wakes the driver when it ends.
         self.queue
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push((id, call));
-        self.queued.notify(1);
     }
 }
 
 enum Woke {
-    Answer(usize, Result<GatewayReply, GatewayError>),
+    Answers,
     Timer,
     Changed,
 }
@@ -62,16 +87,21 @@ pub async fn run_to_end(op: &OpHandle, calls: &SmolCalls) -> ToolResult {
     let mut timer = async_io::Timer::never();
     let mut armed = None;
     loop {
-        let mut changed = op.listen();
-        let mut queued = calls.queued.listen();
-        for (id, call) in calls.take() {
-            let gateway = calls.gateway.clone();
-            in_flight.push((id, Box::pin(async move { gateway.call(&call).await })));
-        }
+        // Cleared before reading the state: a change after this point wakes the poll below.
+        op.clear_changed();
+        calls.start_queued(&mut in_flight);
         if op.is_finished() {
             break;
         }
-        let wake = op.next_wake();
+        let now = Instant::now();
+        let wake = op.next_wake_with_reason();
+        if let Some((at, _)) = wake {
+            if at <= now {
+                op.fire_timers();
+                continue;
+            }
+        }
+        let wake = wake.map(|(at, reason)| batched(at, reason, now));
         if wake != armed {
             match wake {
                 Some(at) => timer.set_at(at),
@@ -80,32 +110,34 @@ pub async fn run_to_end(op: &OpHandle, calls: &SmolCalls) -> ToolResult {
             armed = wake;
         }
         let woke = poll_fn(|cx| {
-            for (i, (_, call)) in in_flight.iter_mut().enumerate() {
-                if let Poll::Ready(answer) = call.as_mut().poll(cx) {
-                    return Poll::Ready(Woke::Answer(i, answer));
+            let mut answered = false;
+            let mut i = 0;
+            while i < in_flight.len() {
+                if let Poll::Ready(answer) = in_flight[i].1.as_mut().poll(cx) {
+                    let (id, _) = in_flight.swap_remove(i);
+                    op.deliver(id, answer);
+                    answered = true;
+                } else {
+                    i += 1;
                 }
             }
+            if answered {
+                op.stop_waiting();
+                return Poll::Ready(Woke::Answers);
+            }
             if Pin::new(&mut timer).poll(cx).is_ready() {
+                op.stop_waiting();
                 return Poll::Ready(Woke::Timer);
             }
-            if Pin::new(&mut changed).poll(cx).is_ready()
-                || Pin::new(&mut queued).poll(cx).is_ready()
-            {
-                return Poll::Ready(Woke::Changed);
-            }
-            Poll::Pending
+            op.poll_changed(cx).map(|()| Woke::Changed)
         })
         .await;
         match woke {
-            Woke::Answer(i, answer) => {
-                let (id, _) = in_flight.swap_remove(i);
-                op.deliver(id, answer);
-            }
+            Woke::Answers | Woke::Changed => {}
             Woke::Timer => {
                 armed = None;
                 op.fire_timers();
             }
-            Woke::Changed => {}
         }
     }
     op.result()
@@ -124,4 +156,22 @@ pub async fn run_tool_call(args: &Value, context: &ToolContext<dyn AsyncGateway>
     let calls = Arc::new(SmolCalls::new(context.gateway.clone()));
     let op = context.start(args, calls.clone());
     run_to_end(&op, &calls).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_distant_tick_wakes_are_batched_and_never_earlier() {
+        let now = Instant::now();
+        let near = now + Duration::from_millis(100);
+        assert_eq!(batched(near, WakeReason::Tick, now), near);
+        let far = now + Duration::from_millis(1_003);
+        let tick = batched(far, WakeReason::Tick, now);
+        assert!(tick >= far && tick < far + BATCH_GRID);
+        assert_eq!(batched(far, WakeReason::Deadline, now), far);
+        let backoff = batched(far, WakeReason::Backoff, now);
+        assert!(backoff >= far && backoff < far + BATCH_GRID);
+    }
 }

@@ -212,7 +212,7 @@ pub fn run(scenario: &Scenario, runtime: Runtime, backend: &dyn Backend) -> Run 
         let mode = scenario.card;
         move |event: &Event| match event {
             Event::Request(card) => {
-                cards.lock().unwrap().push(card.clone());
+                cards.lock().unwrap().push((**card).clone());
                 let live = registry.get(SESSION, card.op_id);
                 match mode {
                     Card::CaptureLiveOperation | Card::ContinueDuringRead => {
@@ -240,7 +240,7 @@ pub fn run(scenario: &Scenario, runtime: Runtime, backend: &dyn Backend) -> Run 
                     Card::Show | Card::None => {}
                 }
             }
-            Event::Update(frame) => frames.lock().unwrap().push(frame.clone()),
+            Event::Update(frame) => frames.lock().unwrap().push((**frame).clone()),
         }
     };
 

@@ -47,8 +47,8 @@ fn main_flow(runtime: Runtime) {
     let cards_tx = std::sync::Mutex::new(cards_tx);
     let frames_tx = std::sync::Mutex::new(frames_tx);
     let events: connop_blocking::EventSink = Arc::new(move |event: &Event| match event {
-        Event::Request(card) => drop(cards_tx.lock().unwrap().send(card.clone())),
-        Event::Update(frame) => drop(frames_tx.lock().unwrap().send(frame.clone())),
+        Event::Request(card) => drop(cards_tx.lock().unwrap().send((**card).clone())),
+        Event::Update(frame) => drop(frames_tx.lock().unwrap().send((**frame).clone())),
     });
     let args = json!({"action": "connect", "connectors": ["gmail", "notion"]});
 

@@ -160,16 +160,16 @@ pub enum Effect {
         op_id: OpId,
     },
     /// The tool call's result. Exactly one per flow.
-    Return(ToolResult),
+    Return(Box<ToolResult>),
 }
 
-/// An event for the session's owner.
+/// An event for the session's owner. Payloads are boxed so a queued effect stays small.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
     /// `connection.request`: show the card (the card callback's payload).
-    Request(CardRequest),
+    Request(Box<CardRequest>),
     /// `connection.update`: a change or the settle.
-    Update(UpdateFrame),
+    Update(Box<UpdateFrame>),
 }
 
 impl Event {
@@ -262,6 +262,11 @@ pub struct Flow {
     next_call: u64,
     pending: Vec<(CallId, Purpose)>,
     effects: VecDeque<Effect>,
+    /// Effects ever queued, and those withdrawn unexecuted (calls dropped at settle): a
+    /// runtime that executes effects on several threads knows an input's effects are all done
+    /// when `executed + withdrawn` reaches the count queued after that input.
+    queued: u64,
+    withdrawn: u64,
     watch: watch::Watcher,
 }
 
@@ -288,6 +293,8 @@ impl Flow {
             next_call: 0,
             pending: Vec::new(),
             effects: VecDeque::new(),
+            queued: 0,
+            withdrawn: 0,
             watch: watch::Watcher::default(),
         };
         let args = match tool::parse_args(args) {
@@ -324,7 +331,7 @@ impl Flow {
                 flow.args = Some(args);
                 if path == Path::Card {
                     flow.stage = Stage::Registering;
-                    flow.effects.push_back(Effect::Register {
+                    flow.push(Effect::Register {
                         key: flow.registry_key.clone(),
                         op_id,
                     });
@@ -340,7 +347,18 @@ impl Flow {
 
     /// The next effect to execute, in order; `None` when the queue is empty.
     pub fn poll_effect(&mut self) -> Option<Effect> {
-        self.effects.pop_front()
+        let effect = self.effects.pop_front();
+        if effect.is_none() && self.effects.capacity() > 4 {
+            // A burst (the mint's frames, the card, a tick's reads) is over: a parked
+            // operation keeps no more queue than a quiet tick needs.
+            self.effects.shrink_to(4);
+        }
+        effect
+    }
+
+    /// `(queued, withdrawn)`: effects ever queued, and those withdrawn unexecuted.
+    pub fn effect_counts(&self) -> (u64, u64) {
+        (self.queued, self.withdrawn)
     }
 
     /// When the flow next needs [`handle_timeout`](Self::handle_timeout), and why.
@@ -378,7 +396,7 @@ impl Flow {
             // Settled (interrupt, deadline) before the registry answered: undo the entry.
             if result.is_ok() {
                 if let Some(op) = &self.op {
-                    self.effects.push_back(Effect::Close {
+                    self.push(Effect::Close {
                         key: self.registry_key.clone(),
                         op_id: op.op_id(),
                     });
@@ -569,11 +587,16 @@ impl Flow {
             .expect("connect and reconnect flows always have an operation")
     }
 
+    fn push(&mut self, effect: Effect) {
+        self.queued += 1;
+        self.effects.push_back(effect);
+    }
+
     fn call(&mut self, purpose: Purpose, call: GatewayCall) -> CallId {
         let id = CallId(self.next_call);
         self.next_call += 1;
         self.pending.push((id, purpose));
-        self.effects.push_back(Effect::Call { id, call });
+        self.push(Effect::Call { id, call });
         id
     }
 
@@ -606,11 +629,10 @@ impl Flow {
         }
         if self.path == Path::Card {
             let view = OperationView::of(self.op());
-            self.effects
-                .push_back(Effect::Emit(Event::Update(UpdateFrame {
-                    view,
-                    change: Some(change),
-                })));
+            self.push(Effect::Emit(Event::Update(Box::new(UpdateFrame {
+                view,
+                change: Some(change),
+            }))));
         }
         if self.stage == Stage::Watching {
             self.watch.wake(now);
@@ -630,22 +652,23 @@ impl Flow {
         if self.stage == Stage::Done || !op.settle(reason, now) {
             return false;
         }
+        let before = self.effects.len();
         self.effects.retain(|e| !matches!(e, Effect::Call { .. }));
+        self.withdrawn += (before - self.effects.len()) as u64;
         self.pending.clear();
         self.watch.clear();
         match self.path {
             Path::Card => {
                 if self.registered {
-                    self.effects.push_back(Effect::Close {
+                    self.push(Effect::Close {
                         key: self.registry_key.clone(),
                         op_id: self.op().op_id(),
                     });
                 }
-                self.effects
-                    .push_back(Effect::Emit(Event::Update(UpdateFrame {
-                        view: OperationView::of(self.op()),
-                        change: None,
-                    })));
+                self.push(Effect::Emit(Event::Update(Box::new(UpdateFrame {
+                    view: OperationView::of(self.op()),
+                    change: None,
+                }))));
                 self.finish(ToolResult::Model(ModelResult::of(
                     self.op(),
                     ResultPath::Card,
@@ -665,7 +688,7 @@ impl Flow {
     fn finish(&mut self, result: ToolResult) {
         if !self.returned {
             self.returned = true;
-            self.effects.push_back(Effect::Return(result));
+            self.push(Effect::Return(Box::new(result)));
         }
         self.stage = Stage::Done;
     }

@@ -40,7 +40,7 @@ impl Flow {
             op: desktop.then(|| self.op().op_id()),
         };
         self.stage = Stage::Minting;
-        self.call(Purpose::Mint, GatewayCall::Mint(request));
+        self.call(Purpose::Mint, GatewayCall::Mint(Box::new(request)));
     }
 
     /// Repair: rows the list says are connected step `pending→initiated→connected` with no
@@ -201,7 +201,7 @@ impl Flow {
                     targets: op.rows().to_vec(),
                     tool_call_id: self.tool_call_id.clone(),
                 };
-                self.effects.push_back(Effect::Emit(Event::Request(card)));
+                self.push(Effect::Emit(Event::Request(Box::new(card))));
                 self.stage = Stage::Watching;
                 self.watch.start(now);
                 self.maybe_tick(now);
@@ -217,7 +217,7 @@ impl Flow {
     /// without settling (no frame).
     fn fail_prepare(&mut self, err: &GatewayError) {
         if self.registered {
-            self.effects.push_back(Effect::Close {
+            self.push(Effect::Close {
                 key: self.registry_key.clone(),
                 op_id: self.op().op_id(),
             });

@@ -24,59 +24,16 @@ use connop_core::gateway::{
     MintRow, MintStatus,
 };
 use connop_core::operation::Text;
+use connop_fixtures::measure::{Counting, Figures, heap, memory, process_cpu, threads_cpu};
 use serde_json::{Value, json};
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 const TARGETS: [&str; 3] = ["gmail", "notion", "slack"];
 
-// ---------------------------------------------------------------- a counting allocator
-
-/// The system allocator, counting live heap bytes and allocations (two relaxed atomic adds
-/// per call), to tell the heap an operation holds from what RSS adds on top.
-struct Counting;
-
-static LIVE: AtomicU64 = AtomicU64::new(0);
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as u64, Ordering::Relaxed);
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller's contract is forwarded unchanged.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as u64, Ordering::Relaxed);
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller's contract is forwarded unchanged.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as u64, Ordering::Relaxed);
-        // SAFETY: the caller's contract is forwarded unchanged.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as u64, Ordering::Relaxed);
-        LIVE.fetch_sub(layout.size() as u64, Ordering::Relaxed);
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller's contract is forwarded unchanged.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
 static GLOBAL: Counting = Counting;
-
-fn heap() -> (u64, u64) {
-    (LIVE.load(Ordering::Relaxed), ALLOCS.load(Ordering::Relaxed))
-}
 
 // ---------------------------------------------------------------- the in-process gateway
 
@@ -203,63 +160,7 @@ impl AsyncGateway for LeanGateway {
     }
 }
 
-// ---------------------------------------------------------------- measurements
-
-/// Whole-process CPU (includes exited threads), in seconds, from utime+stime.
-fn process_cpu() -> f64 {
-    const CLK_TCK: f64 = 100.0;
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let tick = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    (tick(11) + tick(12)) as f64 / CLK_TCK
-}
-
-/// CPU of every live thread, in seconds (ns precision), from their schedstat.
-fn threads_cpu() -> f64 {
-    let mut ns: u64 = 0;
-    if let Ok(dir) = std::fs::read_dir("/proc/self/task") {
-        for task in dir.flatten() {
-            if let Ok(s) = std::fs::read_to_string(task.path().join("schedstat")) {
-                ns += s
-                    .split_whitespace()
-                    .next()
-                    .and_then(|f| f.parse::<u64>().ok())
-                    .unwrap_or(0);
-            }
-        }
-    }
-    ns as f64 / 1e9
-}
-
-/// (VmRSS, VmHWM) in bytes.
-fn memory() -> (u64, u64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-            * 1024
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
-
-fn mib(bytes: u64) -> f64 {
-    bytes as f64 / (1024.0 * 1024.0)
-}
-
-fn verdict(ok: bool) -> &'static str {
-    if ok { "PASS" } else { "MISS" }
-}
+// ---------------------------------------------------------------- the run
 
 /// Whether a result settled `reason` with every target in `state`.
 fn settled_as(result: &Value, reason: &str, state: &str) -> bool {
@@ -267,150 +168,6 @@ fn settled_as(result: &Value, reason: &str, state: &str) -> bool {
         && result["targets"]
             .as_array()
             .is_some_and(|t| t.len() == TARGETS.len() && t.iter().all(|t| t["state"] == state))
-}
-
-// ---------------------------------------------------------------- the run
-
-/// Everything the summary prints.
-struct Figures {
-    title: String,
-    ops: usize,
-    park_secs: u64,
-    idle_cpu: f64,
-    rss_before: u64,
-    heap_before: u64,
-    heap_watching: u64,
-    heap_parked: u64,
-    window_allocs: u64,
-    p1_wall: f64,
-    p1_cpu: f64,
-    p1_carded: f64,
-    rss_watching: u64,
-    rss_after_p1: u64,
-    p1_failures: usize,
-    p2_wall: f64,
-    p2_cpu: f64,
-    p2_parked: f64,
-    trigger_secs: f64,
-    drain_secs: f64,
-    rss_parked: u64,
-    window_cpu: f64,
-    window_secs: f64,
-    hwm: u64,
-    p2_failures: usize,
-}
-
-impl Figures {
-    fn print(&self) {
-        let n = self.ops as f64;
-        let op_secs = n * self.park_secs as f64;
-        let watch_pct = 100.0 * self.p1_cpu / self.p1_wall;
-        let per_op = self.rss_parked.saturating_sub(self.rss_before) as f64 / n;
-        let per_op_watching = self.rss_watching.saturating_sub(self.rss_before) as f64 / n;
-        let parked_us = 1e6 * self.p2_cpu / op_secs;
-        let window_us = 1e6 * self.window_cpu / (n * self.window_secs);
-        let idle_us = 1e6 * self.idle_cpu / op_secs;
-        let hwm = mib(self.hwm);
-        let row = |name: &str, value: String, goal: &str| {
-            println!("{name:<42} {value:>16}   {goal}");
-        };
-        let goal = |text: &str, ok: bool| format!("{text:<10}{}", verdict(ok));
-        println!("{}", self.title);
-        row("figure", "measured".into(), "goal");
-        row("idle baseline CPU (PARK_SECS)", secs(self.idle_cpu), "");
-        row(
-            "RSS before operations",
-            format!("{:.1} MiB", mib(self.rss_before)),
-            "",
-        );
-        row(
-            "phase 1 wall / CPU",
-            pair(self.p1_wall, self.p1_cpu, " s"),
-            "",
-        );
-        row("phase 1 all cards shown after", secs(self.p1_carded), "");
-        row(
-            "phase 1 CPU % of one core",
-            format!("{watch_pct:.1} %"),
-            &goal("< 25 %", watch_pct < 25.0),
-        );
-        let rss = pair(mib(self.rss_watching), mib(self.rss_after_p1), " MiB");
-        row("phase 1 RSS all watching / after", rss, "");
-        row(
-            "phase 1 bytes/op while watching",
-            format!("{per_op_watching:.0} B"),
-            "",
-        );
-        let heap = |at: u64| at.saturating_sub(self.heap_before) as f64 / n;
-        let heap = pair(heap(self.heap_watching), heap(self.heap_parked), " B");
-        row("heap live/op (watching / parked)", heap, "");
-        row(
-            "phase 1 failures",
-            self.p1_failures.to_string(),
-            &goal("0", self.p1_failures == 0),
-        );
-        row(
-            "phase 2 wall / CPU",
-            pair(self.p2_wall, self.p2_cpu, " s"),
-            "",
-        );
-        row("phase 2 all parked after", secs(self.p2_parked), "");
-        let drain = format!("{:.3}/{:.3} s", self.trigger_secs, self.drain_secs);
-        row("phase 2 trigger() / all settled after", drain, "");
-        row(
-            "phase 2 RSS all parked",
-            format!("{:.1} MiB", mib(self.rss_parked)),
-            "",
-        );
-        row(
-            "bytes/op ((parked - before) / OPS)",
-            format!("{per_op:.0} B"),
-            &goal("< 4096 B", per_op < 4096.0),
-        );
-        row(
-            "peak RSS (VmHWM)",
-            format!("{hwm:.1} MiB"),
-            &goal("< 100 MiB", hwm < 100.0),
-        );
-        row(
-            "parked CPU/op/s (p2 CPU / OPS*PARK)",
-            format!("{parked_us:.2} us"),
-            &goal("< 10 us", parked_us < 10.0),
-        );
-        let window = format!(
-            "({:.4} s CPU over {:.1} s)",
-            self.window_cpu, self.window_secs
-        );
-        row(
-            "  steady parked window only",
-            format!("{window_us:.2} us"),
-            &window,
-        );
-        let allocs = self.window_allocs as f64 / (n * self.window_secs);
-        row(
-            "  allocations/op/s, steady parked",
-            format!("{allocs:.1}"),
-            "",
-        );
-        row(
-            "  idle baseline, same scale",
-            format!("{idle_us:.3} us"),
-            "",
-        );
-        row(
-            "phase 2 failures",
-            self.p2_failures.to_string(),
-            &goal("0", self.p2_failures == 0),
-        );
-    }
-}
-
-fn secs(s: f64) -> String {
-    format!("{s:.3} s")
-}
-
-fn pair(a: f64, b: f64, unit: &str) -> String {
-    format!("{a:.2}/{b:.2}{unit}")
 }
 
 fn context(

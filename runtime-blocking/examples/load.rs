@@ -19,140 +19,18 @@
 
 use connop_blocking::{Interrupt, SharedRegistry, ToolContext};
 use connop_core::flow::{Event, Surface};
-use connop_core::gateway::{
-    Account, AccountStatus, BlockingGateway, ConnectorRow, GatewayError, MintRequest, MintRow,
-    MintStatus,
-};
-use connop_core::operation::Text;
+use connop_core::gateway::BlockingGateway;
+use connop_fixtures::lean::LeanGateway;
 use connop_fixtures::measure::{Counting, Figures, heap, memory, process_cpu, threads_cpu};
 use serde_json::{Value, json};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 const TARGETS: [&str; 3] = ["gmail", "notion", "slack"];
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
-
-// ---------------------------------------------------------------- the in-process gateway
-
-/// SplitMix64: a tiny seeded PRNG.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
-
-/// One minted account: when it completes (ns since the gateway's base; `u64::MAX` = never),
-/// its id and connector (kept so a read clones them instead of allocating).
-#[derive(Default)]
-struct Slot {
-    due_ns: AtomicU64,
-    id: OnceLock<Text>,
-    connector: OnceLock<Text>,
-}
-
-/// Answers at once. Accounts live in a preallocated slot array indexed by the number in
-/// their connection id (`ca_<n>`): no lock, no map, no allocation on a read (the account's
-/// id and connector are clones of shared texts).
-struct LeanGateway {
-    base: Instant,
-    /// `None`: accounts never complete.
-    watch: Option<Duration>,
-    mints: AtomicU64,
-    next_account: AtomicUsize,
-    slots: Box<[Slot]>,
-}
-
-impl LeanGateway {
-    fn new(accounts: usize, watch: Option<Duration>) -> Self {
-        LeanGateway {
-            base: Instant::now(),
-            watch,
-            mints: AtomicU64::new(0),
-            next_account: AtomicUsize::new(0),
-            slots: (0..accounts).map(|_| Slot::default()).collect(),
-        }
-    }
-
-    fn now_ns(&self) -> u64 {
-        self.base.elapsed().as_nanos() as u64
-    }
-
-    fn mint_now(&self, request: &MintRequest) -> Result<Vec<MintRow>, GatewayError> {
-        // Seeded by the mint's sequence number (= the op index in spawn order).
-        let mut rng = SplitMix64(self.mints.fetch_add(1, Ordering::Relaxed));
-        let first = self
-            .next_account
-            .fetch_add(request.connectors.len(), Ordering::Relaxed);
-        let now = self.now_ns();
-        let mut rows = Vec::with_capacity(request.connectors.len());
-        for (k, connector) in request.connectors.iter().enumerate() {
-            let n = first + k;
-            let slot = self
-                .slots
-                .get(n)
-                .ok_or(GatewayError::Http { status: 507 })?;
-            let due = match self.watch {
-                Some(w) => now + rng.next() % (w.as_nanos() as u64).max(1),
-                None => u64::MAX,
-            };
-            slot.due_ns.store(due, Ordering::Relaxed);
-            let id: Text = format!("ca_{n}").into();
-            let _ = slot.id.set(id.clone());
-            let _ = slot.connector.set(connector.clone());
-            rows.push(MintRow {
-                connector: connector.clone(),
-                status: MintStatus::Initiated,
-                connect_url: Some(format!("https://connect.example/{n}").into()),
-                connection_id: Some(id),
-                status_reason: None,
-            });
-        }
-        Ok(rows)
-    }
-
-    fn account_now(&self, connection_id: &str) -> Option<Account> {
-        let n: usize = connection_id.strip_prefix("ca_")?.parse().ok()?;
-        let slot = self.slots.get(n)?;
-        let status = if self.now_ns() >= slot.due_ns.load(Ordering::Relaxed) {
-            AccountStatus::Active
-        } else {
-            AccountStatus::Pending
-        };
-        Some(Account {
-            connection_id: slot.id.get()?.clone(),
-            connector: slot.connector.get()?.clone(),
-            status,
-            status_reason: None,
-        })
-    }
-}
-
-impl BlockingGateway for LeanGateway {
-    fn list(&self, _timeout: Option<Duration>) -> Result<Vec<ConnectorRow>, GatewayError> {
-        Ok(Vec::new())
-    }
-
-    fn mint(&self, request: &MintRequest) -> Result<Vec<MintRow>, GatewayError> {
-        self.mint_now(request)
-    }
-
-    fn account(
-        &self,
-        connection_id: &str,
-        _timeout: Duration,
-    ) -> Result<Option<Account>, GatewayError> {
-        Ok(self.account_now(connection_id))
-    }
-}
 
 // ---------------------------------------------------------------- the run
 

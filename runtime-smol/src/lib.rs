@@ -7,6 +7,7 @@
 //! [`connop_blocking`], so hosts use the same API on both runtimes.
 
 pub mod driver;
+pub mod gateway;
 pub mod http;
 
 pub use connop_blocking::{Interrupt, OpHandle, SharedRegistry, ToolContext};

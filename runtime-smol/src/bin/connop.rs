@@ -1,0 +1,3 @@
+//! The `connop` command line (being written).
+
+fn main() {}

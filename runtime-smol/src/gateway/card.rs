@@ -1,0 +1,1 @@
+//! The terminal card of `connop connect` (being written).

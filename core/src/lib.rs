@@ -90,6 +90,7 @@
 //! - [`tool`]: argument validation, the pinned texts, the status rendering.
 //! - [`card`]: card answers. [`registry`]: one open operation per session.
 //! - [`gateway`]: the tool gateway's calls, replies and errors as data, and the gateway traits.
+//! - [`rpc`]: the gateway protocol (JSON-RPC lines, checks in order, error objects).
 //! - [`wire`]: the tool-gateway HTTP API as a sans-IO exchange (requests out, responses in).
 
 #![deny(missing_docs)]
@@ -102,6 +103,7 @@ pub mod gateway;
 pub mod operation;
 pub mod payload;
 pub mod registry;
+pub mod rpc;
 pub mod time;
 pub mod tool;
 pub mod wire;

@@ -1,0 +1,348 @@
+//! The gateway protocol of SPEC §7 as pure functions: a line in, a request or a framing
+//! error out; the parameter checks in their pinned order; the error objects and the answer,
+//! result and event lines.
+//!
+//! A transport only moves lines; which code an input earns is decided here.
+
+use crate::card::CardAnswer;
+use crate::error::CallerError;
+use crate::operation::OpId;
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+use std::fmt;
+
+/// The longest line a transport accepts (1 MiB); longer ones are refused with `-32600`.
+pub const MAX_LINE: usize = 1 << 20;
+
+/// The methods of the gateway protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// `session.create`
+    SessionCreate,
+    /// `session.interrupt`
+    SessionInterrupt,
+    /// `session.close`
+    SessionClose,
+    /// `connectors.manage`
+    ConnectorsManage,
+    /// `connectors.list`
+    ConnectorsList,
+    /// `connectors.operation.status`
+    OperationStatus,
+    /// `connection.respond`
+    ConnectionRespond,
+}
+
+impl Method {
+    /// Parses a method name.
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "session.create" => Method::SessionCreate,
+            "session.interrupt" => Method::SessionInterrupt,
+            "session.close" => Method::SessionClose,
+            "connectors.manage" => Method::ConnectorsManage,
+            "connectors.list" => Method::ConnectorsList,
+            "connectors.operation.status" => Method::OperationStatus,
+            "connection.respond" => Method::ConnectionRespond,
+            _ => return None,
+        })
+    }
+
+    /// The wire name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Method::SessionCreate => "session.create",
+            Method::SessionInterrupt => "session.interrupt",
+            Method::SessionClose => "session.close",
+            Method::ConnectorsManage => "connectors.manage",
+            Method::ConnectorsList => "connectors.list",
+            Method::OperationStatus => "connectors.operation.status",
+            Method::ConnectionRespond => "connection.respond",
+        }
+    }
+}
+
+/// A well-formed request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    /// The JSON-RPC id (`null` when absent: the answer still goes out, with a null id).
+    pub id: Value,
+    /// The method.
+    pub method: Method,
+    /// The params object (empty when absent).
+    pub params: Map<String, Value>,
+}
+
+/// A JSON-RPC error: `{"code", "message", "data": {"reason"}}`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct RpcError {
+    /// The code.
+    pub code: i64,
+    /// The human-readable message.
+    pub message: String,
+    /// The machine-readable reason.
+    pub reason: &'static str,
+}
+
+impl fmt::Display for RpcError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}: {}", self.code, self.reason, self.message)
+    }
+}
+
+impl RpcError {
+    fn new(code: i64, reason: &'static str, message: impl Into<String>) -> Self {
+        RpcError {
+            code,
+            message: message.into(),
+            reason,
+        }
+    }
+
+    /// `-32700`: the line is not JSON.
+    pub fn parse_error() -> Self {
+        Self::new(-32700, "PARSE_ERROR", "the line is not valid JSON")
+    }
+
+    /// `-32600`: not a request object, or no method.
+    pub fn invalid_request(message: impl Into<String>) -> Self {
+        Self::new(-32600, "INVALID_REQUEST", message)
+    }
+
+    /// `-32600`: a line longer than [`MAX_LINE`].
+    pub fn line_too_long() -> Self {
+        Self::invalid_request("the line is longer than 1 MiB")
+    }
+
+    /// `-32602`: params is not an object.
+    pub fn params_not_an_object() -> Self {
+        Self::new(-32602, "INVALID_PARAMS", "params must be an object")
+    }
+
+    /// `-32601`: `unknown method: <name>`.
+    pub fn method_not_found(name: &str) -> Self {
+        Self::new(-32601, "METHOD_NOT_FOUND", format!("unknown method: {name}"))
+    }
+
+    /// `4000`: `session_id required`.
+    pub fn session_id_required() -> Self {
+        Self::new(4000, "INVALID_PARAMS", "session_id required")
+    }
+
+    /// `4000`: `session already exists`.
+    pub fn session_exists() -> Self {
+        Self::new(4000, "INVALID_PARAMS", "session already exists")
+    }
+
+    /// `4000`: another invalid parameter.
+    pub fn invalid_params(message: impl Into<String>) -> Self {
+        Self::new(4000, "INVALID_PARAMS", message)
+    }
+
+    /// `4001`: a stranger transport, or no such session.
+    pub fn not_owner() -> Self {
+        Self::new(4001, "NOT_OWNER", "session not found or not owned by this transport")
+    }
+
+    /// `4000`: `op_id required`.
+    pub fn op_id_required() -> Self {
+        Self::new(4000, "INVALID_PARAMS", "op_id required")
+    }
+
+    /// `4004`: no open operation with that id (a settled one has been closed).
+    pub fn unknown_operation() -> Self {
+        Self::new(4004, "UNKNOWN_OPERATION", "no open operation with that op_id in this session")
+    }
+
+    /// `4002`: `Connection answer is invalid.` (nothing moved).
+    pub fn invalid_answer() -> Self {
+        Self::new(4002, "INVALID_ANSWER", "Connection answer is invalid.")
+    }
+
+    /// `5034`: the tool gateway failed.
+    pub fn connector_request_failed(reason: impl fmt::Display) -> Self {
+        Self::new(5034, "CONNECTOR_REQUEST_FAILED", format!("The connector gateway request failed: {reason}"))
+    }
+
+    /// The error object.
+    pub fn to_value(&self) -> Value {
+        json!({"code": self.code, "message": self.message, "data": {"reason": self.reason}})
+    }
+}
+
+/// Why a line was refused before it became a request, with the id to answer under.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Refused {
+    /// The request's id if it could be read, else `null`.
+    pub id: Value,
+    /// The framing error.
+    pub error: RpcError,
+}
+
+/// Parses one line (without its newline) into a request, or the framing error to answer.
+pub fn parse_line(line: &[u8]) -> Result<Request, Refused> {
+    let refuse = |id: Value, error| Err(Refused { id, error });
+    if line.len() > MAX_LINE {
+        return refuse(Value::Null, RpcError::line_too_long());
+    }
+    let value: Value = match serde_json::from_slice(line) {
+        Ok(value) => value,
+        Err(_) => return refuse(Value::Null, RpcError::parse_error()),
+    };
+    let Value::Object(mut object) = value else {
+        return refuse(Value::Null, RpcError::invalid_request("a request must be a JSON object"));
+    };
+    let id = object.remove("id").unwrap_or(Value::Null);
+    let name = match object.remove("method") {
+        Some(Value::String(name)) => name,
+        Some(_) => return refuse(id, RpcError::invalid_request("method must be a string")),
+        None => return refuse(id, RpcError::invalid_request("a request needs a method")),
+    };
+    let params = match object.remove("params") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(params)) => params,
+        Some(_) => return refuse(id, RpcError::params_not_an_object()),
+    };
+    match Method::parse(&name) {
+        Some(method) => Ok(Request { id, method, params }),
+        None => refuse(id, RpcError::method_not_found(&name)),
+    }
+}
+
+/// The answer line for a result.
+pub fn result_line(id: &Value, result: &impl Serialize) -> String {
+    let result = serde_json::to_value(result).unwrap_or(Value::Null);
+    json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string()
+}
+
+/// The answer line for an error.
+pub fn error_line(id: &Value, error: &RpcError) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "error": error.to_value()}).to_string()
+}
+
+/// An event line: `{"jsonrpc": "2.0", "method": "event", "params": {"type", "session_id", "payload"}}`.
+pub fn event_line(kind: &str, session_id: &str, payload: &impl Serialize) -> String {
+    let payload = serde_json::to_value(payload).unwrap_or(Value::Null);
+    json!({
+        "jsonrpc": "2.0",
+        "method": "event",
+        "params": {"type": kind, "session_id": session_id, "payload": payload},
+    })
+    .to_string()
+}
+
+/// The first check of every session method: `session_id` present (a non-empty string).
+pub fn session_id(params: &Map<String, Value>) -> Result<&str, RpcError> {
+    match params.get("session_id") {
+        Some(Value::String(id)) if !id.is_empty() => Ok(id),
+        _ => Err(RpcError::session_id_required()),
+    }
+}
+
+/// The op id, after the ownership check: missing → `op_id required`; a value that is no op id
+/// can name no open operation → `4004`.
+pub fn op_id(params: &Map<String, Value>) -> Result<OpId, RpcError> {
+    match params.get("op_id") {
+        None | Some(Value::Null) => Err(RpcError::op_id_required()),
+        Some(Value::String(text)) if text.is_empty() => Err(RpcError::op_id_required()),
+        Some(Value::String(text)) => OpId::parse(text).ok_or_else(RpcError::unknown_operation),
+        Some(_) => Err(RpcError::unknown_operation()),
+    }
+}
+
+/// The card answer of `connection.respond`, after the operation was found: a malformed
+/// answer is `4000`.
+pub fn card_answer(params: &Map<String, Value>) -> Result<CardAnswer, RpcError> {
+    let result = params.get("result").unwrap_or(&Value::Null);
+    CardAnswer::from_json(result).map_err(|e| RpcError::invalid_params(e.to_string()))
+}
+
+/// The error a refused card answer earns.
+pub fn answer_refused(error: &CallerError) -> RpcError {
+    match error {
+        CallerError::InvalidAnswer { .. } => RpcError::invalid_answer(),
+        other => RpcError::invalid_params(other.to_string()),
+    }
+}
+
+/// An optional string parameter; a non-string is `4000`.
+pub fn optional_str<'a>(params: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>, RpcError> {
+    match params.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(RpcError::invalid_params(format!("{key} must be a string"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(line: &str) -> (Value, i64) {
+        let r = parse_line(line.as_bytes()).unwrap_err();
+        (r.id, r.error.code)
+    }
+
+    #[test]
+    fn framing_errors_get_their_codes() {
+        assert_eq!(refused("{not json"), (Value::Null, -32700));
+        assert_eq!(refused("[1, 2]"), (Value::Null, -32600));
+        assert_eq!(refused(r#"{"id": 3}"#), (json!(3), -32600));
+        assert_eq!(refused(r#"{"id": 3, "method": 7}"#), (json!(3), -32600));
+        assert_eq!(refused(r#"{"id": 4, "method": "session.create", "params": [1]}"#), (json!(4), -32602));
+        let nope = parse_line(br#"{"id": "x", "method": "nope"}"#).unwrap_err();
+        assert_eq!(nope.error.code, -32601);
+        assert_eq!(nope.error.message, "unknown method: nope");
+        let long = format!(r#"{{"method": "session.create", "pad": "{}"}}"#, "x".repeat(MAX_LINE));
+        assert_eq!(refused(&long).1, -32600);
+    }
+
+    #[test]
+    fn a_request_parses_with_defaults() {
+        let r = parse_line(br#"{"jsonrpc": "2.0", "id": 7, "method": "session.create"}"#).unwrap();
+        assert_eq!((r.id, r.method, r.params.len()), (json!(7), Method::SessionCreate, 0));
+        for m in [
+            Method::SessionCreate,
+            Method::SessionInterrupt,
+            Method::SessionClose,
+            Method::ConnectorsManage,
+            Method::ConnectorsList,
+            Method::OperationStatus,
+            Method::ConnectionRespond,
+        ] {
+            assert_eq!(Method::parse(m.as_str()), Some(m));
+        }
+    }
+
+    #[test]
+    fn parameter_checks_carry_the_pinned_codes() {
+        let params = |v: Value| v.as_object().cloned().unwrap();
+        assert_eq!(session_id(&params(json!({}))).unwrap_err().code, 4000);
+        assert_eq!(session_id(&params(json!({"session_id": ""}))).unwrap_err().message, "session_id required");
+        assert_eq!(session_id(&params(json!({"session_id": "s"}))), Ok("s"));
+        assert_eq!(op_id(&params(json!({}))).unwrap_err().message, "op_id required");
+        assert_eq!(op_id(&params(json!({"op_id": "zz"}))).unwrap_err().code, 4004);
+        assert!(op_id(&params(json!({"op_id": "0123456789ab"}))).is_ok());
+        assert_eq!(card_answer(&params(json!({"result": []}))).unwrap_err().code, 4000);
+        assert_eq!(
+            card_answer(&params(json!({"result": {"settled_by": "deadline"}}))).unwrap_err().code,
+            4000
+        );
+        let invalid = CallerError::InvalidAnswer { status: "connected".into() };
+        assert_eq!(answer_refused(&invalid).to_value(), json!({"code": 4002, "message": "Connection answer is invalid.", "data": {"reason": "INVALID_ANSWER"}}));
+        assert_eq!(RpcError::not_owner().to_value()["data"]["reason"], "NOT_OWNER");
+    }
+
+    #[test]
+    fn lines_are_json_rpc() {
+        let line = result_line(&json!(7), &json!({"status": "ok"}));
+        assert_eq!(line, r#"{"jsonrpc":"2.0","id":7,"result":{"status":"ok"}}"#);
+        let line = error_line(&Value::Null, &RpcError::parse_error());
+        assert!(line.contains(r#""code":-32700"#) && line.contains(r#""reason":"PARSE_ERROR""#));
+        let line = event_line("connection.update", "s1", &json!({"seq": 1}));
+        assert_eq!(
+            line,
+            r#"{"jsonrpc":"2.0","method":"event","params":{"type":"connection.update","session_id":"s1","payload":{"seq":1}}}"#
+        );
+    }
+}

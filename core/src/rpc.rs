@@ -121,7 +121,11 @@ impl RpcError {
 
     /// `-32601`: `unknown method: <name>`.
     pub fn method_not_found(name: &str) -> Self {
-        Self::new(-32601, "METHOD_NOT_FOUND", format!("unknown method: {name}"))
+        Self::new(
+            -32601,
+            "METHOD_NOT_FOUND",
+            format!("unknown method: {name}"),
+        )
     }
 
     /// `4000`: `session_id required`.
@@ -141,7 +145,11 @@ impl RpcError {
 
     /// `4001`: a stranger transport, or no such session.
     pub fn not_owner() -> Self {
-        Self::new(4001, "NOT_OWNER", "session not found or not owned by this transport")
+        Self::new(
+            4001,
+            "NOT_OWNER",
+            "session not found or not owned by this transport",
+        )
     }
 
     /// `4000`: `op_id required`.
@@ -151,7 +159,11 @@ impl RpcError {
 
     /// `4004`: no open operation with that id (a settled one has been closed).
     pub fn unknown_operation() -> Self {
-        Self::new(4004, "UNKNOWN_OPERATION", "no open operation with that op_id in this session")
+        Self::new(
+            4004,
+            "UNKNOWN_OPERATION",
+            "no open operation with that op_id in this session",
+        )
     }
 
     /// `4002`: `Connection answer is invalid.` (nothing moved).
@@ -161,7 +173,11 @@ impl RpcError {
 
     /// `5034`: the tool gateway failed.
     pub fn connector_request_failed(reason: impl fmt::Display) -> Self {
-        Self::new(5034, "CONNECTOR_REQUEST_FAILED", format!("The connector gateway request failed: {reason}"))
+        Self::new(
+            5034,
+            "CONNECTOR_REQUEST_FAILED",
+            format!("The connector gateway request failed: {reason}"),
+        )
     }
 
     /// The error object.
@@ -190,7 +206,10 @@ pub fn parse_line(line: &[u8]) -> Result<Request, Refused> {
         Err(_) => return refuse(Value::Null, RpcError::parse_error()),
     };
     let Value::Object(mut object) = value else {
-        return refuse(Value::Null, RpcError::invalid_request("a request must be a JSON object"));
+        return refuse(
+            Value::Null,
+            RpcError::invalid_request("a request must be a JSON object"),
+        );
     };
     let id = object.remove("id").unwrap_or(Value::Null);
     let name = match object.remove("method") {
@@ -266,7 +285,10 @@ pub fn answer_refused(error: &CallerError) -> RpcError {
 }
 
 /// An optional string parameter; a non-string is `4000`.
-pub fn optional_str<'a>(params: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>, RpcError> {
+pub fn optional_str<'a>(
+    params: &'a Map<String, Value>,
+    key: &str,
+) -> Result<Option<&'a str>, RpcError> {
     match params.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
@@ -289,18 +311,27 @@ mod tests {
         assert_eq!(refused("[1, 2]"), (Value::Null, -32600));
         assert_eq!(refused(r#"{"id": 3}"#), (json!(3), -32600));
         assert_eq!(refused(r#"{"id": 3, "method": 7}"#), (json!(3), -32600));
-        assert_eq!(refused(r#"{"id": 4, "method": "session.create", "params": [1]}"#), (json!(4), -32602));
+        assert_eq!(
+            refused(r#"{"id": 4, "method": "session.create", "params": [1]}"#),
+            (json!(4), -32602)
+        );
         let nope = parse_line(br#"{"id": "x", "method": "nope"}"#).unwrap_err();
         assert_eq!(nope.error.code, -32601);
         assert_eq!(nope.error.message, "unknown method: nope");
-        let long = format!(r#"{{"method": "session.create", "pad": "{}"}}"#, "x".repeat(MAX_LINE));
+        let long = format!(
+            r#"{{"method": "session.create", "pad": "{}"}}"#,
+            "x".repeat(MAX_LINE)
+        );
         assert_eq!(refused(&long).1, -32600);
     }
 
     #[test]
     fn a_request_parses_with_defaults() {
         let r = parse_line(br#"{"jsonrpc": "2.0", "id": 7, "method": "session.create"}"#).unwrap();
-        assert_eq!((r.id, r.method, r.params.len()), (json!(7), Method::SessionCreate, 0));
+        assert_eq!(
+            (r.id, r.method, r.params.len()),
+            (json!(7), Method::SessionCreate, 0)
+        );
         for m in [
             Method::SessionCreate,
             Method::SessionInterrupt,
@@ -318,19 +349,45 @@ mod tests {
     fn parameter_checks_carry_the_pinned_codes() {
         let params = |v: Value| v.as_object().cloned().unwrap();
         assert_eq!(session_id(&params(json!({}))).unwrap_err().code, 4000);
-        assert_eq!(session_id(&params(json!({"session_id": ""}))).unwrap_err().message, "session_id required");
-        assert_eq!(session_id(&params(json!({"session_id": "s"}))), Ok("s"));
-        assert_eq!(op_id(&params(json!({}))).unwrap_err().message, "op_id required");
-        assert_eq!(op_id(&params(json!({"op_id": "zz"}))).unwrap_err().code, 4004);
-        assert!(op_id(&params(json!({"op_id": "0123456789ab"}))).is_ok());
-        assert_eq!(card_answer(&params(json!({"result": []}))).unwrap_err().code, 4000);
         assert_eq!(
-            card_answer(&params(json!({"result": {"settled_by": "deadline"}}))).unwrap_err().code,
+            session_id(&params(json!({"session_id": ""})))
+                .unwrap_err()
+                .message,
+            "session_id required"
+        );
+        assert_eq!(session_id(&params(json!({"session_id": "s"}))), Ok("s"));
+        assert_eq!(
+            op_id(&params(json!({}))).unwrap_err().message,
+            "op_id required"
+        );
+        assert_eq!(
+            op_id(&params(json!({"op_id": "zz"}))).unwrap_err().code,
+            4004
+        );
+        assert!(op_id(&params(json!({"op_id": "0123456789ab"}))).is_ok());
+        assert_eq!(
+            card_answer(&params(json!({"result": []})))
+                .unwrap_err()
+                .code,
             4000
         );
-        let invalid = CallerError::InvalidAnswer { status: "connected".into() };
-        assert_eq!(answer_refused(&invalid).to_value(), json!({"code": 4002, "message": "Connection answer is invalid.", "data": {"reason": "INVALID_ANSWER"}}));
-        assert_eq!(RpcError::not_owner().to_value()["data"]["reason"], "NOT_OWNER");
+        assert_eq!(
+            card_answer(&params(json!({"result": {"settled_by": "deadline"}})))
+                .unwrap_err()
+                .code,
+            4000
+        );
+        let invalid = CallerError::InvalidAnswer {
+            status: "connected".into(),
+        };
+        assert_eq!(
+            answer_refused(&invalid).to_value(),
+            json!({"code": 4002, "message": "Connection answer is invalid.", "data": {"reason": "INVALID_ANSWER"}})
+        );
+        assert_eq!(
+            RpcError::not_owner().to_value()["data"]["reason"],
+            "NOT_OWNER"
+        );
     }
 
     #[test]

@@ -40,18 +40,32 @@ impl Default for Clock {
     }
 }
 
-/// Six bytes from the operating system's cryptographic random source, for an op id.
-pub fn entropy() -> [u8; 6] {
+/// Fills `bytes` from the operating system's cryptographic random source.
+pub fn random_bytes(bytes: &mut [u8]) {
     use std::io::Read;
-    let mut bytes = [0u8; 6];
-    let from_os = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    let from_os = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(bytes));
     if from_os.is_err() {
         // No /dev/urandom: std's per-process random hash keys still make ids unpredictable.
         use std::hash::{BuildHasher, RandomState};
-        let n = RandomState::new().hash_one(Instant::now());
-        bytes.copy_from_slice(&n.to_le_bytes()[..6]);
+        for chunk in bytes.chunks_mut(8) {
+            let n = RandomState::new().hash_one(Instant::now());
+            chunk.copy_from_slice(&n.to_le_bytes()[..chunk.len()]);
+        }
     }
+}
+
+/// Six random bytes, for an op id.
+pub fn entropy() -> [u8; 6] {
+    let mut bytes = [0u8; 6];
+    random_bytes(&mut bytes);
     bytes
+}
+
+/// `n` random bytes as lower-case hex (session ids, tokens).
+pub fn random_hex(n: usize) -> String {
+    let mut bytes = vec![0u8; n];
+    random_bytes(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -2,3 +2,9 @@
 //! card of `connop connect`.
 
 pub mod card;
+pub mod commands;
+pub mod server;
+pub mod transport;
+
+pub use server::{Gateway, GatewayConfig};
+pub use transport::{InFlight, serve};

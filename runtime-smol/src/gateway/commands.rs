@@ -1,0 +1,283 @@
+//! What the `connop` subcommands do, behind the command-line parsing of `src/bin/connop.rs`.
+
+use super::server::{Gateway, GatewayConfig};
+use super::transport::{InFlight, serve};
+use crate::http::AsyncHttpGateway;
+use connop_blocking::clock::random_hex;
+use connop_core::gateway::AsyncGateway;
+use connop_core::operation::Text;
+use connop_core::wire::ClientConfig;
+use connop_fixtures::sim_gateway::{SimGateway, SimOptions};
+use futures_lite::StreamExt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Where a gateway listens: `unix:PATH` or `tcp:HOST:PORT`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ListenAddr {
+    /// A unix socket path.
+    Unix(PathBuf),
+    /// A TCP address.
+    Tcp(SocketAddr),
+}
+
+impl std::str::FromStr for ListenAddr {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if let Some(path) = s.strip_prefix("unix:") {
+            if path.is_empty() {
+                return Err("unix: needs a socket path, e.g. unix:/tmp/connop.sock".into());
+            }
+            return Ok(ListenAddr::Unix(path.into()));
+        }
+        if let Some(addr) = s.strip_prefix("tcp:") {
+            return addr
+                .parse()
+                .map(ListenAddr::Tcp)
+                .map_err(|_| format!("'{addr}' is not HOST:PORT, e.g. tcp:127.0.0.1:7777"));
+        }
+        Err(format!("'{s}' is neither unix:PATH nor tcp:HOST:PORT"))
+    }
+}
+
+/// The tool gateway to use, and the embedded simulated one if it had to be started.
+pub struct ToolGateway {
+    /// The client.
+    pub gateway: Arc<dyn AsyncGateway>,
+    /// The embedded simulated gateway, kept alive while the command runs.
+    pub embedded: Option<SimGateway>,
+}
+
+/// `CONNECTOR_GATEWAY_URL`/`CONNECTOR_GATEWAY_TOKEN`, or, when the URL is unset, the embedded
+/// simulated tool gateway with a fresh random token (announced on stderr with its address).
+pub fn tool_gateway(auto_complete: Option<Duration>) -> Result<ToolGateway, String> {
+    let url = std::env::var("CONNECTOR_GATEWAY_URL")
+        .ok()
+        .filter(|u| !u.trim().is_empty());
+    let token = std::env::var("CONNECTOR_GATEWAY_TOKEN").ok();
+    match url {
+        Some(url) => {
+            if token.as_deref().is_none_or(|t| t.trim().is_empty()) {
+                eprintln!(
+                    "connop: CONNECTOR_GATEWAY_TOKEN is unset: every call to {url} will fail without being sent"
+                );
+            }
+            let client =
+                AsyncHttpGateway::new(ClientConfig::new(url, token)).map_err(|e| e.to_string())?;
+            Ok(ToolGateway {
+                gateway: Arc::new(client),
+                embedded: None,
+            })
+        }
+        None => {
+            let token = random_hex(16);
+            let mut options = SimOptions::default().token(token.clone());
+            if let Some(after) = auto_complete {
+                options = options.auto_complete(after);
+            }
+            let sim = SimGateway::start(options)
+                .map_err(|e| format!("cannot start the simulated gateway: {e}"))?;
+            eprintln!(
+                "connop: CONNECTOR_GATEWAY_URL is unset: using the embedded simulated tool gateway"
+            );
+            eprintln!("listening {}", sim.url());
+            let client = AsyncHttpGateway::new(ClientConfig::new(sim.url(), Some(token)))
+                .map_err(|e| e.to_string())?;
+            Ok(ToolGateway {
+                gateway: Arc::new(client),
+                embedded: Some(sim),
+            })
+        }
+    }
+}
+
+/// The profile: `CONNOP_HOME`, else `~/.connop`.
+pub fn profile() -> Text {
+    match std::env::var("CONNOP_HOME") {
+        Ok(home) if !home.is_empty() => home.into(),
+        _ => {
+            let home = std::env::var("HOME").unwrap_or_else(|_| ".".into());
+            format!("{home}/.connop").into()
+        }
+    }
+}
+
+/// Options of `connop gateway`.
+pub struct GatewayOptions {
+    /// Serve stdio (also when no listener is asked for).
+    pub stdio: bool,
+    /// Listeners.
+    pub listen: Vec<ListenAddr>,
+    /// Operation timings and catalog.
+    pub config: GatewayConfig,
+}
+
+type Tasks = Arc<Mutex<Vec<smol::Task<()>>>>;
+
+/// Runs the gateway until SIGINT, SIGTERM, or EOF of stdin when stdio is a transport; then
+/// settles every open operation `interrupt`, answers every pending manage, and returns.
+pub fn run_gateway(options: GatewayOptions) -> Result<(), String> {
+    smol::block_on(async move {
+        let gateway = Gateway::new(options.config);
+        let in_flight = Arc::new(InFlight::default());
+        let connections: Tasks = Arc::default();
+        let mut listeners = Vec::new();
+        for addr in &options.listen {
+            listeners.push(listen(addr, &gateway, &in_flight, &connections).await?);
+        }
+        let stdio = options.stdio || options.listen.is_empty();
+        let mut signals =
+            async_signal::Signals::new([async_signal::Signal::Term, async_signal::Signal::Int])
+                .map_err(|e| format!("cannot watch signals: {e}"))?;
+        let stdio_task = stdio.then(|| {
+            let (gateway, in_flight) = (gateway.clone(), in_flight.clone());
+            smol::spawn(serve(
+                gateway,
+                in_flight,
+                smol::Unblock::new(std::io::stdin()),
+                smol::Unblock::new(std::io::stdout()),
+            ))
+        });
+        let wait_for_stop = async {
+            match stdio_task {
+                // EOF of stdin ends the stdio transport, and with it the gateway.
+                Some(task) => {
+                    futures_lite::future::or(task, async {
+                        signals.next().await;
+                    })
+                    .await
+                }
+                None => {
+                    signals.next().await;
+                }
+            }
+        };
+        wait_for_stop.await;
+        gateway.shut_down();
+        for listener in listeners {
+            drop(listener);
+        }
+        let pending: Vec<smol::Task<()>> =
+            std::mem::take(&mut *connections.lock().unwrap_or_else(|p| p.into_inner()));
+        let drained = async {
+            for task in pending {
+                task.await;
+            }
+            in_flight.wait_idle().await;
+        };
+        // Every pending answer goes out; the process leaves within a second regardless.
+        futures_lite::future::or(drained, async {
+            smol::Timer::after(Duration::from_millis(900)).await;
+        })
+        .await;
+        Ok(())
+    })
+}
+
+async fn listen(
+    addr: &ListenAddr,
+    gateway: &Arc<Gateway>,
+    in_flight: &Arc<InFlight>,
+    connections: &Tasks,
+) -> Result<smol::Task<()>, String> {
+    let (gateway, in_flight, connections) =
+        (gateway.clone(), in_flight.clone(), connections.clone());
+    match addr {
+        ListenAddr::Tcp(addr) => {
+            let listener = smol::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| format!("cannot listen on tcp:{addr}: {e}"))?;
+            let bound = listener.local_addr().map_err(|e| e.to_string())?;
+            eprintln!("listening tcp://{bound}");
+            Ok(smol::spawn(async move {
+                while let Ok((stream, _)) = listener.accept().await {
+                    let task = smol::spawn(serve(
+                        gateway.clone(),
+                        in_flight.clone(),
+                        stream.clone(),
+                        stream,
+                    ));
+                    connections
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(task);
+                }
+            }))
+        }
+        ListenAddr::Unix(path) => {
+            // A socket file left by an earlier run would make bind fail.
+            if std::fs::metadata(path).is_ok_and(|m| {
+                use std::os::unix::fs::FileTypeExt;
+                m.file_type().is_socket()
+            }) {
+                let _ = std::fs::remove_file(path);
+            }
+            let listener = smol::net::unix::UnixListener::bind(path)
+                .map_err(|e| format!("cannot listen on unix:{}: {e}", path.display()))?;
+            eprintln!("listening unix://{}", path.display());
+            Ok(smol::spawn(async move {
+                while let Ok((stream, _)) = listener.accept().await {
+                    let task = smol::spawn(serve(
+                        gateway.clone(),
+                        in_flight.clone(),
+                        stream.clone(),
+                        stream,
+                    ));
+                    connections
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(task);
+                }
+            }))
+        }
+    }
+}
+
+/// Runs the simulated tool gateway on its own until SIGINT or SIGTERM.
+pub fn run_sim_gateway(options: SimOptions) -> Result<(), String> {
+    smol::block_on(async move {
+        let (server, listener) = connop_fixtures::sim_gateway::SimServer::bind(&options)
+            .map_err(|e| format!("cannot listen on {}: {e}", options.listen))?;
+        eprintln!("listening {}", server.url());
+        let mut signals =
+            async_signal::Signals::new([async_signal::Signal::Term, async_signal::Signal::Int])
+                .map_err(|e| format!("cannot watch signals: {e}"))?;
+        futures_lite::future::or(server.serve(listener), async {
+            signals.next().await;
+        })
+        .await;
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_addresses_parse_with_clear_errors() {
+        assert_eq!(
+            "unix:/tmp/x.sock".parse(),
+            Ok(ListenAddr::Unix("/tmp/x.sock".into()))
+        );
+        assert_eq!(
+            "tcp:127.0.0.1:0".parse(),
+            Ok(ListenAddr::Tcp("127.0.0.1:0".parse().unwrap()))
+        );
+        assert!(
+            "tcp:localhost"
+                .parse::<ListenAddr>()
+                .unwrap_err()
+                .contains("HOST:PORT")
+        );
+        assert!(
+            "udp:1"
+                .parse::<ListenAddr>()
+                .unwrap_err()
+                .contains("neither")
+        );
+        assert!("unix:".parse::<ListenAddr>().is_err());
+    }
+}

@@ -1,0 +1,281 @@
+//! A client of the real `connop` binary for end-to-end tests: pipes, a reader thread that
+//! sorts answers by id and keeps events, stderr watched for `listening …` lines. Every wait
+//! is a channel receive with a generous bound; nothing sleeps to synchronize.
+
+#![allow(dead_code)]
+
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long any single wait may take before the test fails.
+pub const BOUND: Duration = Duration::from_secs(10);
+
+/// The binary under test.
+pub fn connop() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_connop"));
+    command
+        .env_remove("CONNECTOR_GATEWAY_URL")
+        .env_remove("CONNECTOR_GATEWAY_TOKEN");
+    command
+}
+
+#[derive(Default)]
+struct Inbox {
+    answers: HashMap<String, Value>,
+    events: Vec<Value>,
+    waiters: Vec<Sender<()>>,
+}
+
+/// Lines from one transport (the binary's stdout, or a socket), sorted into answers by id
+/// and events in order.
+#[derive(Clone, Default)]
+pub struct Lines(Arc<Mutex<Inbox>>);
+
+impl Lines {
+    /// Reads lines from `reader` on a thread until it ends.
+    pub fn spawn_reader(reader: impl std::io::Read + Send + 'static) -> Self {
+        let lines = Lines::default();
+        let inbox = lines.0.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(reader).lines() {
+                let Ok(line) = line else { break };
+                let Ok(value) = serde_json::from_str::<Value>(&line) else {
+                    panic!("a line that is not JSON: {line}");
+                };
+                let mut inbox = inbox.lock().unwrap();
+                if value.get("method") == Some(&json!("event")) {
+                    inbox.events.push(value["params"].clone());
+                } else {
+                    inbox.answers.insert(value["id"].to_string(), value);
+                }
+                for waiter in inbox.waiters.drain(..) {
+                    let _ = waiter.send(());
+                }
+            }
+        });
+        lines
+    }
+
+    fn wait_for<T>(&self, what: &str, mut found: impl FnMut(&mut Inbox) -> Option<T>) -> T {
+        let deadline = Instant::now() + BOUND;
+        loop {
+            let (tx, rx) = channel();
+            {
+                let mut inbox = self.0.lock().unwrap();
+                if let Some(t) = found(&mut inbox) {
+                    return t;
+                }
+                inbox.waiters.push(tx);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if rx.recv_timeout(left).is_err() && Instant::now() >= deadline {
+                panic!("no {what} within {BOUND:?}");
+            }
+        }
+    }
+
+    /// The answer to request `id`.
+    pub fn answer(&self, id: u64) -> Value {
+        self.wait_for(&format!("answer to request {id}"), |inbox| {
+            inbox.answers.remove(&id.to_string())
+        })
+    }
+
+    /// Whether request `id` has been answered yet (without waiting).
+    pub fn answered(&self, id: u64) -> bool {
+        self.0.lock().unwrap().answers.contains_key(&id.to_string())
+    }
+
+    /// Waits for an event of `kind` whose payload satisfies `want`; returns its params.
+    pub fn event(&self, kind: &str, want: impl Fn(&Value) -> bool) -> Value {
+        self.wait_for(&format!("{kind} event"), |inbox| {
+            inbox
+                .events
+                .iter()
+                .find(|e| e["type"] == kind && want(&e["payload"]))
+                .cloned()
+        })
+    }
+
+    /// Every event of `kind` received so far.
+    pub fn events(&self, kind: &str) -> Vec<Value> {
+        self.0
+            .lock()
+            .unwrap()
+            .events
+            .iter()
+            .filter(|e| e["type"] == kind)
+            .cloned()
+            .collect()
+    }
+}
+
+/// A JSON-RPC client over any writer.
+pub struct Client<W: Write> {
+    writer: Option<W>,
+    next_id: u64,
+    /// What came back.
+    pub lines: Lines,
+}
+
+impl<W: Write> Client<W> {
+    /// A client writing to `writer`, reading `lines`.
+    pub fn new(writer: W, lines: Lines) -> Self {
+        Client {
+            writer: Some(writer),
+            next_id: 1,
+            lines,
+        }
+    }
+
+    /// Sends a request without waiting; returns its id.
+    pub fn send(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.raw(&line.to_string());
+        id
+    }
+
+    /// Writes a raw line.
+    pub fn raw(&mut self, line: &str) {
+        let writer = self.writer.as_mut().expect("the client is open");
+        writer.write_all(line.as_bytes()).expect("write");
+        writer.write_all(b"\n").expect("write");
+        writer.flush().expect("flush");
+    }
+
+    /// Writes raw bytes (no newline added).
+    pub fn raw_bytes(&mut self, bytes: &[u8]) {
+        let writer = self.writer.as_mut().expect("the client is open");
+        writer.write_all(bytes).expect("write");
+        writer.flush().expect("flush");
+    }
+
+    /// Closes the writing side (EOF for the peer).
+    pub fn close(&mut self) {
+        self.writer.take();
+    }
+
+    /// Sends a request and waits for its answer.
+    pub fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send(method, params);
+        self.lines.answer(id)
+    }
+}
+
+/// A running `connop gateway` with a client on its stdio.
+pub struct Gateway {
+    /// The process (taken when waited for).
+    pub child: Option<Child>,
+    /// The stdio client.
+    pub client: Client<ChildStdin>,
+    listening: Receiver<String>,
+    stderr_lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Gateway {
+    /// Starts `connop gateway` with these extra arguments.
+    pub fn start(args: &[&str]) -> Self {
+        let mut child = connop()
+            .arg("gateway")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the connop binary starts");
+        let lines = Lines::spawn_reader(child.stdout.take().expect("stdout"));
+        let (listening_tx, listening) = channel();
+        let stderr_lines: Arc<Mutex<Vec<String>>> = Arc::default();
+        let kept = stderr_lines.clone();
+        let stderr = child.stderr.take().expect("stderr");
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if let Some(addr) = line.strip_prefix("listening ") {
+                    let _ = listening_tx.send(addr.to_owned());
+                }
+                kept.lock().unwrap().push(line);
+            }
+        });
+        let stdin = child.stdin.take().expect("stdin");
+        Gateway {
+            child: Some(child),
+            client: Client::new(stdin, lines),
+            listening,
+            stderr_lines,
+        }
+    }
+
+    /// The next `listening <addr>` the process announced.
+    pub fn listening(&self) -> String {
+        self.listening
+            .recv_timeout(BOUND)
+            .expect("a listening line on stderr")
+    }
+
+    /// What the process wrote to stderr so far.
+    pub fn stderr(&self) -> Vec<String> {
+        self.stderr_lines.lock().unwrap().clone()
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// Closes stdin and waits for the exit, returning the status and how long it took.
+    pub fn close_stdin_and_wait(mut self) -> (std::process::ExitStatus, Duration) {
+        let started = Instant::now();
+        self.client.close();
+        let status = wait_bounded(self.child.take().expect("running"));
+        (status, started.elapsed())
+    }
+
+    /// Waits for the exit (after a signal, say), returning the status and how long it took.
+    pub fn wait(mut self) -> (std::process::ExitStatus, Duration) {
+        let started = Instant::now();
+        let status = wait_bounded(self.child.take().expect("running"));
+        (status, started.elapsed())
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Waits for a child's exit on a thread; past the bound the child is killed and the test
+/// fails.
+pub fn wait_bounded(mut child: Child) -> std::process::ExitStatus {
+    let pid = child.id();
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    match rx.recv_timeout(BOUND) {
+        Ok(status) => status.expect("wait"),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            panic!("the process did not exit within {BOUND:?}");
+        }
+    }
+}
+
+/// A GET with isahc (the user opening a link in a browser).
+pub fn http_get(url: &str) -> u16 {
+    use isahc::ReadResponseExt;
+    let mut response = isahc::get(url).expect("the link answers");
+    let _ = response.text();
+    response.status().as_u16()
+}

@@ -131,7 +131,7 @@ pub fn run_gateway(options: GatewayOptions) -> Result<(), String> {
         let mut signals =
             async_signal::Signals::new([async_signal::Signal::Term, async_signal::Signal::Int])
                 .map_err(|e| format!("cannot watch signals: {e}"))?;
-        let stdio_task = stdio.then(|| {
+        let mut stdio_task = stdio.then(|| {
             let (gateway, in_flight) = (gateway.clone(), in_flight.clone());
             smol::spawn(serve(
                 gateway,
@@ -140,27 +140,36 @@ pub fn run_gateway(options: GatewayOptions) -> Result<(), String> {
                 smol::Unblock::new(std::io::stdout()),
             ))
         });
-        let wait_for_stop = async {
-            match stdio_task {
-                // EOF of stdin ends the stdio transport, and with it the gateway.
-                Some(task) => {
-                    futures_lite::future::or(task, async {
+        // EOF of stdin ends the stdio transport, and with it the gateway. The race borrows the
+        // task: dropping it would cancel its last answers.
+        let stdio_ended = match stdio_task.as_mut() {
+            Some(task) => {
+                futures_lite::future::or(
+                    async {
+                        task.await;
+                        true
+                    },
+                    async {
                         signals.next().await;
-                    })
-                    .await
-                }
-                None => {
-                    signals.next().await;
-                }
+                        false
+                    },
+                )
+                .await
+            }
+            None => {
+                signals.next().await;
+                false
             }
         };
-        wait_for_stop.await;
         gateway.shut_down();
         for listener in listeners {
             drop(listener);
         }
-        let pending: Vec<smol::Task<()>> =
+        let mut pending: Vec<smol::Task<()>> =
             std::mem::take(&mut *connections.lock().unwrap_or_else(|p| p.into_inner()));
+        if !stdio_ended {
+            pending.extend(stdio_task);
+        }
         let drained = async {
             for task in pending {
                 task.await;

@@ -26,7 +26,8 @@ pub fn connop() -> Command {
 
 #[derive(Default)]
 struct Inbox {
-    answers: HashMap<String, Value>,
+    /// Answers by id; several answers may share an id (`null` for framing errors).
+    answers: HashMap<String, std::collections::VecDeque<Value>>,
     events: Vec<Value>,
     waiters: Vec<Sender<()>>,
 }
@@ -51,7 +52,11 @@ impl Lines {
                 if value.get("method") == Some(&json!("event")) {
                     inbox.events.push(value["params"].clone());
                 } else {
-                    inbox.answers.insert(value["id"].to_string(), value);
+                    inbox
+                        .answers
+                        .entry(value["id"].to_string())
+                        .or_default()
+                        .push_back(value);
                 }
                 for waiter in inbox.waiters.drain(..) {
                     let _ = waiter.send(());
@@ -82,13 +87,40 @@ impl Lines {
     /// The answer to request `id`.
     pub fn answer(&self, id: u64) -> Value {
         self.wait_for(&format!("answer to request {id}"), |inbox| {
-            inbox.answers.remove(&id.to_string())
+            inbox
+                .answers
+                .get_mut(&id.to_string())
+                .and_then(|q| q.pop_front())
         })
+    }
+
+    /// The code of the next error answered with a `null` id (a line that could not be read).
+    pub fn null_id_error(&self) -> i64 {
+        let answer = self.wait_for("an answer with a null id", |inbox| {
+            inbox.answers.get_mut("null").and_then(|q| q.pop_front())
+        });
+        answer["error"]["code"].as_i64().unwrap_or(0)
     }
 
     /// Whether request `id` has been answered yet (without waiting).
     pub fn answered(&self, id: u64) -> bool {
-        self.0.lock().unwrap().answers.contains_key(&id.to_string())
+        self.0
+            .lock()
+            .unwrap()
+            .answers
+            .get(&id.to_string())
+            .is_some_and(|q| !q.is_empty())
+    }
+
+    /// Waits for an event of `kind` for session `session_id`; returns its params.
+    pub fn event_for_session(&self, kind: &str, session_id: &str) -> Value {
+        self.wait_for(&format!("{kind} event of {session_id}"), |inbox| {
+            inbox
+                .events
+                .iter()
+                .find(|e| e["type"] == kind && e["session_id"] == session_id)
+                .cloned()
+        })
     }
 
     /// Waits for an event of `kind` whose payload satisfies `want`; returns its params.

@@ -1,0 +1,227 @@
+//! The gateway protocol end to end: framing errors keep the transport usable, a pending
+//! manage never delays a status or respond, 100 sessions with an operation each all settle,
+//! and shutdown (stdin EOF, SIGTERM) interrupts every operation, answers every pending
+//! manage and exits 0 within a second.
+
+mod support;
+
+use serde_json::json;
+use std::time::Duration;
+use support::Gateway;
+
+#[test]
+fn every_framing_error_gets_its_code_and_the_transport_stays_usable() {
+    let mut gw = Gateway::start(&[]);
+    let c = &mut gw.client;
+    c.raw("this is not json");
+    c.raw("[1, 2, 3]");
+    c.raw(r#"{"id": 11}"#);
+    c.raw(r#"{"id": 12, "method": 5}"#);
+    c.raw(r#"{"id": 13, "method": "session.create", "params": "nope"}"#);
+    c.raw(r#"{"id": 14, "method": "no.such.method"}"#);
+    // A line past 1 MiB: refused without being kept, the transport goes on.
+    let mut huge = br#"{"id": 15, "method": "session.create", "params": {"pad": ""#.to_vec();
+    huge.extend(std::iter::repeat_n(b'x', (1 << 20) + 10));
+    huge.extend(b"\"}}\n");
+    c.raw_bytes(&huge);
+    c.raw(r#"{"id": 16, "method": "session.create", "params": {"session_id": "after"}}"#);
+
+    let lines = &c.lines;
+    let mut codes: Vec<i64> = (0..3).map(|_| lines.null_id_error()).collect();
+    codes.sort();
+    assert_eq!(
+        codes,
+        [-32700, -32600, -32600],
+        "not JSON, not an object, and the oversized line"
+    );
+    assert_eq!(lines.answer(11)["error"]["code"], -32600);
+    assert_eq!(lines.answer(12)["error"]["code"], -32600);
+    assert_eq!(lines.answer(13)["error"]["code"], -32602);
+    let unknown = lines.answer(14);
+    assert_eq!(unknown["error"]["code"], -32601);
+    assert_eq!(
+        unknown["error"]["message"],
+        "unknown method: no.such.method"
+    );
+    assert_eq!(
+        lines.answer(16)["result"]["session_id"],
+        "after",
+        "still usable"
+    );
+    // Every session method checks its params in order.
+    assert_eq!(
+        c.call("connectors.operation.status", json!({}))["error"]["code"],
+        4000
+    );
+    assert_eq!(
+        c.call(
+            "connectors.operation.status",
+            json!({"session_id": "nobody"})
+        )["error"]["code"],
+        4001
+    );
+    assert_eq!(
+        c.call(
+            "connectors.operation.status",
+            json!({"session_id": "after"})
+        )["error"]["message"],
+        "op_id required"
+    );
+    assert_eq!(
+        c.call(
+            "connectors.operation.status",
+            json!({"session_id": "after", "op_id": "0123456789ab"})
+        )["error"]["code"],
+        4004
+    );
+    assert_eq!(
+        c.call("session.create", json!({"session_id": "after"}))["error"]["message"],
+        "session already exists"
+    );
+    let (status, _) = gw.close_stdin_and_wait();
+    assert!(status.success());
+}
+
+#[test]
+fn a_pending_manage_never_delays_a_status_or_respond_on_the_same_transport() {
+    let mut gw = Gateway::start(&[]);
+    let c = &mut gw.client;
+    c.call(
+        "session.create",
+        json!({"session_id": "s1", "source": "desktop"}),
+    );
+    let manage = c.send("connectors.manage", json!({"session_id": "s1", "args": {"action": "connect", "connectors": ["gmail", "notion"]}}));
+    let op_id = c.lines.event("connection.request", |_| true)["payload"]["op_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for _ in 0..20 {
+        let status = c.call(
+            "connectors.operation.status",
+            json!({"session_id": "s1", "op_id": op_id}),
+        );
+        assert_eq!(status["result"]["settled"], false);
+        assert!(
+            !c.lines.answered(manage),
+            "the manage is still pending behind the status"
+        );
+    }
+    let skip = c.call(
+        "connection.respond",
+        json!({"session_id": "s1", "op_id": op_id, "result": {"targets": [{"name": "gmail", "status": "skipped"}]}}),
+    );
+    assert_eq!(skip["result"], json!({"status": "ok", "settled": false}));
+    let cont = c.call(
+        "connection.respond",
+        json!({"session_id": "s1", "op_id": op_id, "result": {"settled_by": "continue"}}),
+    );
+    assert_eq!(cont["result"], json!({"status": "ok", "settled": true}));
+    assert_eq!(c.lines.answer(manage)["result"]["settled_by"], "continue");
+    let (status, _) = gw.close_stdin_and_wait();
+    assert!(status.success());
+}
+
+#[test]
+fn a_hundred_sessions_each_with_an_operation_all_settle() {
+    let mut gw = Gateway::start(&["--tick", "0.05"]);
+    let sim = gw.listening();
+    let c = &mut gw.client;
+    let mut manages = Vec::new();
+    for i in 0..100 {
+        let sid = format!("s{i}");
+        c.call(
+            "session.create",
+            json!({"session_id": sid, "source": "desktop"}),
+        );
+        manages.push((sid.clone(), c.send("connectors.manage", json!({"session_id": sid, "args": {"action": "connect", "connectors": ["gmail", "notion"]}}))));
+    }
+    // Every card shows; the user finishes gmail of even sessions at the vendor and skips the
+    // rest; odd sessions press Continue.
+    for (i, (sid, _)) in manages.iter().enumerate() {
+        let request = c.lines.event_for_session("connection.request", sid);
+        let op_id = request["payload"]["op_id"].as_str().unwrap().to_owned();
+        if i % 2 == 0 {
+            let link = request["payload"]["targets"][0]["connect_url"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            assert!(link.starts_with(&sim));
+            assert_eq!(support::http_get(&link), 200);
+            let answer = json!({"session_id": sid, "op_id": op_id, "result": {"targets": [{"name": "notion", "status": "skipped"}]}});
+            c.send("connection.respond", answer);
+        } else {
+            c.send(
+                "connection.respond",
+                json!({"session_id": sid, "op_id": op_id, "result": {"settled_by": "continue"}}),
+            );
+        }
+    }
+    for (i, (sid, manage)) in manages.iter().enumerate() {
+        let result = &c.lines.answer(*manage)["result"];
+        // Even sessions: whether the skip lands before or after the watcher sees gmail
+        // connected, the operation settles all_resolved once both are.
+        let want = if i % 2 == 0 {
+            "all_resolved"
+        } else {
+            "continue"
+        };
+        assert_eq!(result["settled_by"], want, "{sid}: {result}");
+        assert_eq!(result["status"], "settled");
+        if i % 2 == 0 {
+            assert_eq!(result["targets"][0]["state"], "connected", "{sid}");
+            assert_eq!(result["targets"][1]["state"], "skipped", "{sid}");
+        }
+    }
+    let (status, _) = gw.close_stdin_and_wait();
+    assert!(status.success());
+}
+
+fn open_operations(gw: &mut Gateway, n: usize) -> Vec<u64> {
+    let mut manages = Vec::new();
+    for i in 0..n {
+        let sid = format!("s{i}");
+        gw.client.call(
+            "session.create",
+            json!({"session_id": sid, "source": "desktop"}),
+        );
+        manages.push(gw.client.send(
+            "connectors.manage",
+            json!({"session_id": sid, "args": {"action": "connect", "connectors": ["gmail"]}}),
+        ));
+        gw.client
+            .lines
+            .event_for_session("connection.request", &sid);
+    }
+    manages
+}
+
+#[test]
+fn stdin_eof_interrupts_every_operation_answers_every_manage_and_exits_0_within_a_second() {
+    let mut gw = Gateway::start(&[]);
+    let manages = open_operations(&mut gw, 5);
+    let lines = gw.client.lines.clone();
+    let (status, took) = gw.close_stdin_and_wait();
+    assert!(status.success(), "{status:?}");
+    assert!(took < Duration::from_secs(1), "exited after {took:?}");
+    for manage in manages {
+        assert_eq!(lines.answer(manage)["result"]["settled_by"], "interrupt");
+    }
+}
+
+#[test]
+fn sigterm_interrupts_every_operation_answers_every_manage_and_exits_0_within_a_second() {
+    let mut gw = Gateway::start(&[]);
+    let manages = open_operations(&mut gw, 5);
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &gw.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let lines = gw.client.lines.clone();
+    let (status, took) = gw.wait();
+    assert!(status.success(), "{status:?}");
+    assert!(took < Duration::from_secs(1), "exited after {took:?}");
+    for manage in manages {
+        assert_eq!(lines.answer(manage)["result"]["settled_by"], "interrupt");
+    }
+}

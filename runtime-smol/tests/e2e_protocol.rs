@@ -141,12 +141,15 @@ fn a_hundred_sessions_each_with_an_operation_all_settle() {
         let request = c.lines.event_for_session("connection.request", sid);
         let op_id = request["payload"]["op_id"].as_str().unwrap().to_owned();
         if i % 2 == 0 {
-            let link = request["payload"]["targets"][0]["connect_url"]
-                .as_str()
-                .unwrap()
-                .to_owned();
-            assert!(link.starts_with(&sim));
-            assert_eq!(support::http_get(&link), 200);
+            // One user's world: once an earlier session's gmail consent went through, a later
+            // mint answers `active` (no link) and the card already shows gmail connected.
+            let gmail = &request["payload"]["targets"][0];
+            if let Some(link) = gmail["connect_url"].as_str() {
+                assert!(link.starts_with(&sim));
+                assert_eq!(support::http_get(link), 200);
+            } else {
+                assert_eq!(gmail["state"], "connected", "{request}");
+            }
             let answer = json!({"session_id": sid, "op_id": op_id, "result": {"targets": [{"name": "notion", "status": "skipped"}]}});
             c.send("connection.respond", answer);
         } else {

@@ -4,7 +4,7 @@ use clap::{Args, Parser, Subcommand};
 use connop_core::operation::Text;
 use connop_fixtures::sim_gateway::SimOptions;
 use connop_smol::gateway::GatewayConfig;
-use connop_smol::gateway::commands::{self, GatewayOptions, ListenAddr};
+use connop_smol::gateway::commands::{self, ConnectOptions, GatewayOptions, ListenAddr};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -30,6 +30,13 @@ enum Command {
     /// or EOF of stdin (when stdio is served) settle every open operation `interrupt`, answer
     /// every pending request, and exit 0.
     Gateway(GatewayArgs),
+    /// Connect accounts from this terminal: one operation with a live card.
+    ///
+    /// The card shows each connector's state, link and detail, and the time left. Open a link
+    /// to authorize; press a row number to skip that row, `c` to continue with what is
+    /// connected, `q` or Ctrl-C to stop. Off a terminal, one line per change goes to stderr.
+    /// The result JSON is printed on stdout at the end.
+    Connect(ConnectArgs),
     /// Run the simulated tool gateway on its own (the API of the hosted tool gateway, with
     /// consent pages at /connect/<id> and test controls under /sim/).
     SimGateway(SimArgs),
@@ -73,6 +80,27 @@ struct GatewayArgs {
 }
 
 #[derive(Args)]
+struct ConnectArgs {
+    /// Connector slugs, e.g. gmail notion.
+    #[arg(required = true, value_name = "NAMES")]
+    names: Vec<String>,
+    /// Repair existing connections (connected ones are kept, the rest minted anew).
+    #[arg(long)]
+    reconnect: bool,
+    /// With --reconnect: mint every connector anew, connected or not.
+    #[arg(long, requires = "reconnect")]
+    force: bool,
+    /// Print the result as one compact JSON line.
+    #[arg(long)]
+    json: bool,
+    /// With the embedded simulated gateway: accounts complete by themselves after SECS.
+    #[arg(long, value_name = "SECS")]
+    sim_auto: Option<f64>,
+    #[command(flatten)]
+    timings: Timings,
+}
+
+#[derive(Args)]
 struct SimArgs {
     /// Address to listen on. Prints `listening http://<addr>` once bound.
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:0")]
@@ -110,6 +138,26 @@ fn run(cli: Cli) -> Result<(), String> {
                 stdio: args.stdio,
                 listen: args.listen,
                 config,
+            })
+        }
+        Command::Connect(args) => {
+            if args.sim_auto.is_some() && std::env::var_os("CONNECTOR_GATEWAY_URL").is_some() {
+                return Err("--sim-auto applies to the embedded simulated gateway; unset CONNECTOR_GATEWAY_URL".into());
+            }
+            commands::run_connect(ConnectOptions {
+                names: args.names,
+                reconnect: args.reconnect,
+                force: args.force,
+                deadline: seconds("deadline", args.timings.deadline)?,
+                tick: seconds("tick", args.timings.tick)?,
+                catalog: args
+                    .timings
+                    .mcp_catalog
+                    .iter()
+                    .map(|s| Text::from(s.trim()))
+                    .collect(),
+                json: args.json,
+                sim_auto: args.sim_auto.map(|s| seconds("sim-auto", s)).transpose()?,
             })
         }
         Command::SimGateway(args) => {

@@ -261,6 +261,169 @@ pub fn run_sim_gateway(options: SimOptions) -> Result<(), String> {
     })
 }
 
+/// Options of `connop connect`.
+pub struct ConnectOptions {
+    /// The connectors to connect.
+    pub names: Vec<String>,
+    /// Reconnect (repair) instead of connect.
+    pub reconnect: bool,
+    /// With reconnect: always mint anew.
+    pub force: bool,
+    /// The operation deadline.
+    pub deadline: Duration,
+    /// The watcher tick.
+    pub tick: Duration,
+    /// The local MCP catalog.
+    pub catalog: Vec<Text>,
+    /// Print the result as one compact JSON line.
+    pub json: bool,
+    /// For the embedded simulated gateway: accounts complete by themselves after this long.
+    pub sim_auto: Option<Duration>,
+}
+
+/// Runs one operation from a terminal (surface `tui`): a live card on stderr (one line per
+/// change when stderr is not a terminal), keys from stdin in raw mode (a row number skips
+/// that row, `c` continues, `q` or Ctrl-C interrupts; SIGINT/SIGTERM interrupt too), and the
+/// model result JSON on stdout at the end.
+pub fn run_connect(options: ConnectOptions) -> Result<(), String> {
+    use super::card::{
+        CardAction, CardModel, EscapeFilter, RawMode, redraw_sequence, stderr_is_terminal,
+        terminal_width,
+    };
+    use connop_blocking::{Interrupt, ToolContext};
+    use connop_core::flow::{Event, Surface};
+    use std::io::Write as _;
+
+    let tool = tool_gateway(options.sim_auto)?;
+    let registry = connop_blocking::SharedRegistry::new(profile());
+    let session_key = format!("connect-{}", random_hex(6));
+    let interrupt = Interrupt::new();
+    let model = Arc::new(Mutex::new(CardModel::new()));
+    let live = stderr_is_terminal();
+    let drawn = Arc::new(Mutex::new(0usize));
+    let clock = connop_blocking::Clock::new();
+
+    let draw = {
+        let (model, drawn) = (model.clone(), drawn.clone());
+        move || {
+            let model = model.lock().unwrap_or_else(|p| p.into_inner());
+            let lines = model.render(clock.now(), terminal_width());
+            let mut drawn = drawn.lock().unwrap_or_else(|p| p.into_inner());
+            let mut err = std::io::stderr().lock();
+            let _ = err.write_all(redraw_sequence(&lines, *drawn).as_bytes());
+            let _ = err.flush();
+            *drawn = lines.len();
+        }
+    };
+    let events: connop_blocking::EventSink = {
+        let (model, draw) = (model.clone(), draw.clone());
+        Arc::new(move |event: &Event| {
+            let fresh = model.lock().unwrap_or_else(|p| p.into_inner()).apply(event);
+            if !fresh {
+                return;
+            }
+            if live {
+                draw();
+            } else if let Some(line) = super::card::change_line(event) {
+                eprintln!("{line}");
+            }
+        })
+    };
+
+    let action = if options.reconnect {
+        "reconnect"
+    } else {
+        "connect"
+    };
+    let args =
+        serde_json::json!({"action": action, "connectors": options.names, "force": options.force});
+    let mut ctx: ToolContext<dyn AsyncGateway> =
+        ToolContext::new(registry.clone(), &session_key, tool.gateway.clone());
+    ctx.surface = Surface::Tui;
+    ctx.events = Some(events);
+    ctx.tick = options.tick;
+    ctx.deadline = options.deadline;
+    ctx.local_catalog = options.catalog;
+    ctx.interrupt = Some(interrupt.clone());
+
+    // Keys: raw mode on a terminal; the reading thread stays blocked in read() until exit.
+    let raw = RawMode::enter();
+    if raw.is_some() {
+        let (model, registry, interrupt, key) = (
+            model.clone(),
+            registry.clone(),
+            interrupt.clone(),
+            session_key.clone(),
+        );
+        std::thread::Builder::new()
+            .name("connop-keys".into())
+            .spawn(move || {
+                use std::io::Read as _;
+                let mut filter = EscapeFilter::new();
+                let mut stdin = std::io::stdin().lock();
+                let mut byte = [0u8; 1];
+                while stdin.read(&mut byte).is_ok_and(|n| n == 1) {
+                    let Some(byte) = filter.feed(byte[0]) else {
+                        continue;
+                    };
+                    let action = model
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .action_for(byte);
+                    match action {
+                        Some(CardAction::Interrupt) => interrupt.trigger(),
+                        Some(action) => {
+                            if let (Some(op), Some(answer)) =
+                                (registry.current(&key), action.to_answer())
+                            {
+                                let _ = op.respond(&answer);
+                            }
+                        }
+                        None => {}
+                    }
+                }
+            })
+            .map_err(|e| format!("cannot read keys: {e}"))?;
+    }
+
+    let result = smol::block_on(async {
+        let mut signals =
+            async_signal::Signals::new([async_signal::Signal::Term, async_signal::Signal::Int])
+                .map_err(|e| format!("cannot watch signals: {e}"))?;
+        let stop = interrupt.clone();
+        let watch_signals = smol::spawn(async move {
+            if signals.next().await.is_some() {
+                stop.trigger();
+            }
+        });
+        let redraw = live.then(|| {
+            let draw = draw.clone();
+            smol::spawn(async move {
+                loop {
+                    smol::Timer::after(Duration::from_secs(1)).await;
+                    draw();
+                }
+            })
+        });
+        let result = crate::driver::manage_connections(&args, &ctx).await;
+        drop(redraw);
+        drop(watch_signals);
+        Ok::<_, String>(result)
+    })?;
+    if live {
+        draw();
+    }
+    drop(raw);
+    let text = if options.json {
+        result.to_string()
+    } else {
+        serde_json::to_string_pretty(&result).unwrap_or_default()
+    };
+    println!("{text}");
+    drop(tool);
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

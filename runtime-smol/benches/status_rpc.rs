@@ -135,7 +135,6 @@ fn main() {
         pct(99.0).as_secs_f64() * 1e6,
         latencies.last().map_or(0.0, |d| d.as_secs_f64() * 1e6)
     );
-    drop(send);
     let _ = child.kill();
     let _ = child.wait();
 }

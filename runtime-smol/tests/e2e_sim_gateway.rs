@@ -1,0 +1,60 @@
+//! `connop sim-gateway` on its own: it announces its address, requires its token on the API,
+//! serves the consent page, and exits 0 on SIGTERM.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::sync::mpsc::channel;
+use support::{BOUND, connop, http_get, wait_bounded};
+
+#[test]
+fn the_simulated_gateway_runs_on_its_own() {
+    let mut child = connop()
+        .args(["sim-gateway", "--listen", "127.0.0.1:0", "--token", "t0ken"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("connop runs");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(url) = line.strip_prefix("listening ") {
+                let _ = tx.send(url.to_owned());
+            }
+        }
+    });
+    let url = rx.recv_timeout(BOUND).expect("a listening line");
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+
+    assert_eq!(
+        http_get(&format!("{url}/v1/connectors?limit=50")),
+        401,
+        "the token is required"
+    );
+    let request = isahc::Request::get(format!("{url}/v1/connectors?limit=50"))
+        .header("Authorization", "Bearer t0ken")
+        .body(())
+        .unwrap();
+    use isahc::ReadResponseExt;
+    let mut response = isahc::send(request).expect("the list answers");
+    assert_eq!(response.status().as_u16(), 200);
+    let body: serde_json::Value = serde_json::from_str(&response.text().unwrap()).unwrap();
+    assert_eq!(
+        body["items"].as_array().unwrap().len(),
+        6,
+        "the six catalog connectors"
+    );
+    assert_eq!(
+        http_get(&format!("{url}/connect/ca_nobody_1")),
+        404,
+        "an unknown consent page"
+    );
+
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    assert!(wait_bounded(child).success());
+}

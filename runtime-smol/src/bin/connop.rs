@@ -121,12 +121,15 @@ fn seconds(name: &str, secs: f64) -> Result<Duration, String> {
 fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Gateway(args) => {
+            // Flags first: nothing starts on a bad one.
+            let tick = seconds("tick", args.timings.tick)?;
+            let deadline = seconds("deadline", args.timings.deadline)?;
             let tool = commands::tool_gateway(None)?;
             let config = GatewayConfig {
                 gateway: tool.gateway.clone(),
                 profile: commands::profile(),
-                tick: seconds("tick", args.timings.tick)?,
-                deadline: seconds("deadline", args.timings.deadline)?,
+                tick,
+                deadline,
                 catalog: args
                     .timings
                     .mcp_catalog

@@ -201,18 +201,7 @@ async fn listen(
             let bound = listener.local_addr().map_err(|e| e.to_string())?;
             eprintln!("listening tcp://{bound}");
             Ok(smol::spawn(async move {
-                while let Ok((stream, _)) = listener.accept().await {
-                    let task = smol::spawn(serve(
-                        gateway.clone(),
-                        in_flight.clone(),
-                        stream.clone(),
-                        stream,
-                    ));
-                    connections
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push(task);
-                }
+                accept_all(listener.incoming(), gateway, in_flight, connections).await;
             }))
         }
         ListenAddr::Unix(path) => {
@@ -227,20 +216,32 @@ async fn listen(
                 .map_err(|e| format!("cannot listen on unix:{}: {e}", path.display()))?;
             eprintln!("listening unix://{}", path.display());
             Ok(smol::spawn(async move {
-                while let Ok((stream, _)) = listener.accept().await {
-                    let task = smol::spawn(serve(
-                        gateway.clone(),
-                        in_flight.clone(),
-                        stream.clone(),
-                        stream,
-                    ));
-                    connections
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push(task);
-                }
+                accept_all(listener.incoming(), gateway, in_flight, connections).await;
             }))
         }
+    }
+}
+
+/// Serves every accepted connection as its own transport until the listener fails.
+async fn accept_all<S>(
+    mut incoming: impl futures_lite::Stream<Item = std::io::Result<S>> + Unpin,
+    gateway: Arc<Gateway>,
+    in_flight: Arc<InFlight>,
+    connections: Tasks,
+) where
+    S: futures_lite::AsyncRead + futures_lite::AsyncWrite + Clone + Unpin + Send + 'static,
+{
+    while let Some(Ok(stream)) = incoming.next().await {
+        let task = smol::spawn(serve(
+            gateway.clone(),
+            in_flight.clone(),
+            stream.clone(),
+            stream,
+        ));
+        connections
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(task);
     }
 }
 

@@ -3,6 +3,8 @@
 
 pub mod card;
 pub mod commands;
+pub mod lease;
+pub mod peer;
 pub mod server;
 pub mod transport;
 

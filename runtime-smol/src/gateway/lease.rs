@@ -1,0 +1,1 @@
+//! Leases: which live process owns a session (SPEC §9.3) (being written).

@@ -1,0 +1,1 @@
+//! `connop peer dm` (SPEC §9.4) (being written).

@@ -91,6 +91,7 @@
 //! - [`card`]: card answers. [`registry`]: one open operation per session.
 //! - [`gateway`]: the tool gateway's calls, replies and errors as data, and the gateway traits.
 //! - [`rpc`]: the gateway protocol (JSON-RPC lines, checks in order, error objects).
+//! - [`run`]: the run lifecycle of an agent turn over HTTP (first terminal status wins).
 //! - [`wire`]: the tool-gateway HTTP API as a sans-IO exchange (requests out, responses in).
 
 #![deny(missing_docs)]
@@ -104,6 +105,7 @@ pub mod operation;
 pub mod payload;
 pub mod registry;
 pub mod rpc;
+pub mod run;
 pub mod time;
 pub mod tool;
 pub mod wire;

@@ -18,6 +18,7 @@ pub mod host;
 pub mod http;
 pub mod interrupt;
 pub mod op;
+pub mod op_count;
 pub mod registry;
 
 pub use calls::{InlineCalls, WorkerCalls};

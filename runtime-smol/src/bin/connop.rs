@@ -4,8 +4,12 @@ use clap::{Args, Parser, Subcommand};
 use connop_core::operation::Text;
 use connop_fixtures::sim_gateway::SimOptions;
 use connop_smol::gateway::GatewayConfig;
+use connop_smol::gateway::api::ApiConfig;
+use connop_smol::gateway::api::executor::Executor;
 use connop_smol::gateway::commands::{self, ConnectOptions, GatewayOptions, ListenAddr};
+use connop_smol::gateway::peer::{self, DmOptions};
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -37,6 +41,9 @@ enum Command {
     /// connected, `q` or Ctrl-C to stop. Off a terminal, one line per change goes to stderr.
     /// The result JSON is printed on stdout at the end.
     Connect(ConnectArgs),
+    /// Talk to other gateways.
+    #[command(subcommand)]
+    Peer(PeerCommand),
     /// Run the simulated tool gateway on its own (the API of the hosted tool gateway, with
     /// consent pages at /connect/<id> and test controls under /sim/).
     SimGateway(SimArgs),
@@ -68,9 +75,24 @@ struct Timings {
 
 #[derive(Args)]
 struct GatewayArgs {
-    /// Serve stdio (the default when no --listen is given).
+    /// Serve stdio (the default when neither --listen nor --http is given).
     #[arg(long)]
     stdio: bool,
+    /// Serve the HTTP API of runs, sessions and session chat on HOST:PORT (port 0 picks one;
+    /// prints `listening http://<addr>`). State lives in CONNOP_HOME/state.db.
+    #[arg(long, value_name = "HOST:PORT")]
+    http: Option<SocketAddr>,
+    /// Require `Authorization: Bearer K` on every HTTP route but /health.
+    #[arg(long, value_name = "K", env = "CONNOP_API_KEY")]
+    api_key: Option<String>,
+    /// Who answers turns: `echo` (the reply is the message).
+    #[arg(long, value_name = "NAME", default_value = "echo", value_parser = ["echo"])]
+    agent: String,
+    /// Answer each turn with CMD run through `sh -c`: it gets {"session_id", "message",
+    /// "history"} as JSON on stdin; its stdout is the reply; a non-zero exit fails the turn
+    /// with its stderr; a stop kills it. Overrides --agent.
+    #[arg(long, value_name = "CMD")]
+    agent_cmd: Option<String>,
     /// Also listen on unix:PATH or tcp:HOST:PORT (repeatable; port 0 picks one). Each accepted
     /// connection is its own transport. Prints `listening <scheme>://<addr>` once bound.
     #[arg(long, value_name = "ADDR")]
@@ -98,6 +120,37 @@ struct ConnectArgs {
     sim_auto: Option<f64>,
     #[command(flatten)]
     timings: Timings,
+}
+
+#[derive(Subcommand)]
+enum PeerCommand {
+    /// Send a message into a peer gateway's Bot Chat and print its reply.
+    ///
+    /// Finds (or creates) the peer's newest session titled `Bot Chat` and posts the message
+    /// to it. If the peer has that chat open elsewhere, the message is queued there and
+    /// answered there: that is a success, not an empty reply. Exits 1 on a transport or HTTP
+    /// failure, with the reason on stderr.
+    Dm(DmArgs),
+}
+
+#[derive(Args)]
+struct DmArgs {
+    /// The peer's name (echoed in the output).
+    peer: String,
+    /// The message.
+    message: String,
+    /// The peer gateway's HTTP API origin, e.g. http://127.0.0.1:8642.
+    #[arg(long, value_name = "URL")]
+    url: String,
+    /// The peer's API key.
+    #[arg(long, value_name = "K")]
+    key: Option<String>,
+    /// A profile name, only echoed.
+    #[arg(long, value_name = "P")]
+    profile: Option<String>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -137,9 +190,22 @@ fn run(cli: Cli) -> Result<(), String> {
                     .map(|s| Text::from(s.trim()))
                     .collect(),
             };
+            let executor = match args.agent_cmd {
+                Some(command) => Executor::Command(command),
+                None => Executor::Echo,
+            };
+            let http = args.http.map(|addr| {
+                let api = ApiConfig {
+                    home: PathBuf::from(&*commands::profile()),
+                    api_key: args.api_key,
+                    executor,
+                };
+                (addr, api)
+            });
             commands::run_gateway(GatewayOptions {
                 stdio: args.stdio,
                 listen: args.listen,
+                http,
                 config,
             })
         }
@@ -162,6 +228,17 @@ fn run(cli: Cli) -> Result<(), String> {
                 json: args.json,
                 sim_auto: args.sim_auto.map(|s| seconds("sim-auto", s)).transpose()?,
             })
+        }
+        Command::Peer(PeerCommand::Dm(args)) => {
+            let options = DmOptions {
+                peer: args.peer,
+                message: args.message,
+                url: args.url,
+                key: args.key,
+                profile: args.profile,
+                json: args.json,
+            };
+            peer::peer_dm(&options, &mut std::io::stdout().lock())
         }
         Command::SimGateway(args) => {
             let mut options = SimOptions::default().listen(args.listen);

@@ -106,10 +106,12 @@ pub fn profile() -> Text {
 
 /// Options of `connop gateway`.
 pub struct GatewayOptions {
-    /// Serve stdio (also when no listener is asked for).
+    /// Serve stdio (also when neither a listener nor the HTTP API is asked for).
     pub stdio: bool,
     /// Listeners.
     pub listen: Vec<ListenAddr>,
+    /// The HTTP API of runs and sessions, if asked for.
+    pub http: Option<(SocketAddr, super::api::ApiConfig)>,
     /// Operation timings and catalog.
     pub config: GatewayConfig,
 }
@@ -127,7 +129,20 @@ pub fn run_gateway(options: GatewayOptions) -> Result<(), String> {
         for addr in &options.listen {
             listeners.push(listen(addr, &gateway, &in_flight, &connections).await?);
         }
-        let stdio = options.stdio || options.listen.is_empty();
+        let api = match options.http {
+            Some((addr, config)) => {
+                let api = super::api::Api::open(config)?;
+                let listener = smol::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+                let bound = listener.local_addr().map_err(|e| e.to_string())?;
+                eprintln!("listening http://{bound}");
+                listeners.push(smol::spawn(api.clone().serve(listener)));
+                Some(api)
+            }
+            None => None,
+        };
+        let stdio = options.stdio || (options.listen.is_empty() && api.is_none());
         let mut signals =
             async_signal::Signals::new([async_signal::Signal::Term, async_signal::Signal::Int])
                 .map_err(|e| format!("cannot watch signals: {e}"))?;
@@ -161,6 +176,10 @@ pub fn run_gateway(options: GatewayOptions) -> Result<(), String> {
                 false
             }
         };
+        // Runs first (SPEC §9.1: marked interrupted, streams told), then operations.
+        if let Some(api) = &api {
+            api.shut_down(Duration::from_millis(400)).await;
+        }
         gateway.shut_down();
         for listener in listeners {
             drop(listener);

@@ -1,0 +1,152 @@
+//! Turn executors: what answers a chat turn or a run.
+//!
+//! - `echo` (the default): the reply is the message.
+//! - `--agent-cmd CMD`: CMD runs per turn through `sh -c`, gets
+//!   `{"session_id", "message", "history"}` as JSON on stdin; its stdout with trailing
+//!   newlines removed is the reply; a non-zero exit fails the turn with its stderr; a stop
+//!   kills it.
+
+use super::store::Message;
+use futures_lite::AsyncWriteExt;
+use serde_json::json;
+use std::future::Future;
+
+/// Who answers turns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Executor {
+    /// The reply is the message.
+    Echo,
+    /// A shell command per turn.
+    Command(String),
+}
+
+/// One turn to answer.
+#[derive(Clone, Debug)]
+pub struct Turn {
+    /// The session.
+    pub session_id: String,
+    /// The user's message.
+    pub message: String,
+    /// The session's earlier messages.
+    pub history: Vec<Message>,
+}
+
+/// How a turn ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The reply.
+    Reply(String),
+    /// The turn failed, with why.
+    Failed(String),
+    /// The turn was stopped before it answered (its command, if any, was killed).
+    Stopped,
+}
+
+impl Executor {
+    /// Answers `turn`, unless `stop` completes first.
+    pub async fn answer(&self, turn: &Turn, stop: impl Future<Output = ()>) -> Outcome {
+        match self {
+            Executor::Echo => {
+                futures_lite::future::or(async { Outcome::Reply(turn.message.clone()) }, async {
+                    stop.await;
+                    Outcome::Stopped
+                })
+                .await
+            }
+            Executor::Command(command) => {
+                futures_lite::future::or(run_command(command, turn), async {
+                    stop.await;
+                    Outcome::Stopped
+                })
+                .await
+            }
+        }
+    }
+}
+
+/// Runs the command; dropping the future kills it.
+async fn run_command(command: &str, turn: &Turn) -> Outcome {
+    let mut child = match async_process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .stdin(async_process::Stdio::piped())
+        .stdout(async_process::Stdio::piped())
+        .stderr(async_process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(e) => return Outcome::Failed(format!("cannot run the agent command: {e}")),
+    };
+    let history: Vec<_> = turn
+        .history
+        .iter()
+        .map(|m| json!({"role": m.role, "content": m.content}))
+        .collect();
+    let input = json!({"session_id": turn.session_id, "message": turn.message, "history": history})
+        .to_string();
+    if let Some(mut stdin) = child.stdin.take() {
+        // A command that does not read its stdin is fine: ignore a broken pipe.
+        let _ = stdin.write_all(input.as_bytes()).await;
+        let _ = stdin.close().await;
+    }
+    match child.output().await {
+        Ok(output) if output.status.success() => {
+            let reply = String::from_utf8_lossy(&output.stdout);
+            Outcome::Reply(reply.trim_end_matches(['\n', '\r']).to_owned())
+        }
+        Ok(output) => {
+            let stderr = String::from_utf8_lossy(&output.stderr).trim().to_owned();
+            Outcome::Failed(if stderr.is_empty() {
+                format!("the agent command failed ({})", output.status)
+            } else {
+                stderr
+            })
+        }
+        Err(e) => Outcome::Failed(format!("the agent command failed: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn() -> Turn {
+        Turn {
+            session_id: "s1".into(),
+            message: "ping".into(),
+            history: vec![Message {
+                role: "user".into(),
+                content: "earlier".into(),
+            }],
+        }
+    }
+
+    fn never() -> impl Future<Output = ()> {
+        futures_lite::future::pending()
+    }
+
+    #[test]
+    fn echo_and_commands_answer_turns() {
+        smol::block_on(async {
+            assert_eq!(
+                Executor::Echo.answer(&turn(), never()).await,
+                Outcome::Reply("ping".into())
+            );
+            let reads_stdin = Executor::Command(r#"python3 -c 'import json,sys; t=json.load(sys.stdin); print(t["message"] + "/" + t["history"][0]["content"])'"#.into());
+            assert_eq!(
+                reads_stdin.answer(&turn(), never()).await,
+                Outcome::Reply("ping/earlier".into())
+            );
+            let fails = Executor::Command("echo nope >&2; exit 3".into());
+            assert_eq!(
+                fails.answer(&turn(), never()).await,
+                Outcome::Failed("nope".into())
+            );
+            let stopped = Executor::Command("sleep 30".into());
+            let started = std::time::Instant::now();
+            assert_eq!(stopped.answer(&turn(), async {}).await, Outcome::Stopped);
+            assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        });
+    }
+}

@@ -1,0 +1,257 @@
+//! `connop peer dm` (SPEC §9.4) against a canned peer: a queued answer is reported as
+//! delivered (never `(no reply)`), a completion prints its reply, the Bot Chat is found or
+//! created, and transport or HTTP failures come back as `Err` with the reason.
+
+use connop_fixtures::canned::{Canned, Seen, Server, reply};
+use connop_smol::gateway::peer::{DmOptions, peer_dm};
+use serde_json::{Value, json};
+
+fn options(server_url: String, json: bool) -> DmOptions {
+    DmOptions {
+        peer: "mini".into(),
+        message: "hello".into(),
+        url: server_url,
+        key: Some("key".into()),
+        profile: None,
+        json,
+    }
+}
+
+/// Runs the command against `canned` and returns its result, its output and what the peer saw.
+fn run(canned: Vec<Canned>, json: bool) -> (Result<(), String>, String, Vec<Seen>) {
+    let server = Server::start(canned);
+    let opts = options(format!("http://{}/", server.addr), json);
+    let (result, out) = run_with(&opts);
+    (result, out, server.finish())
+}
+
+fn run_with(opts: &DmOptions) -> (Result<(), String>, String) {
+    let mut out = Vec::new();
+    let result = peer_dm(opts, &mut out);
+    (result, String::from_utf8(out).unwrap())
+}
+
+/// The peer's session listing with one Bot Chat, `bot-chat`, among other sessions.
+fn listing_with_bot_chat() -> Canned {
+    reply(
+        200,
+        json!({"sessions": [
+            {"session_id": "scratch", "title": "Scratch", "source": "api_server", "created_at": 9.0},
+            {"session_id": "bot-chat", "title": "Bot Chat", "source": "desktop", "created_at": 1.5},
+        ]}),
+    )
+}
+
+fn queued_claimed() -> Canned {
+    reply(
+        202,
+        json!({"object": "hermes.session.chat.queued", "session_id": "bot-chat",
+               "status": "claimed", "delivery_id": "d".repeat(32)}),
+    )
+}
+
+fn completion(content: Value) -> Canned {
+    reply(
+        200,
+        json!({"object": "connop.session.chat.completion", "session_id": "bot-chat",
+               "message": {"role": "assistant", "content": content}}),
+    )
+}
+
+fn assert_chat_request(seen: &[Seen], session_id: &str) {
+    let chat = seen.last().unwrap();
+    assert_eq!(chat.method, "POST");
+    assert_eq!(chat.path, format!("/api/sessions/{session_id}/chat"));
+    let body: Value = serde_json::from_str(&chat.body).unwrap();
+    assert_eq!(body, json!({"message": "hello"}));
+    for request in seen {
+        assert_eq!(
+            request.header("authorization"),
+            Some("Bearer key"),
+            "{request:?}"
+        );
+    }
+}
+
+#[test]
+fn a_queued_turn_is_reported_as_delivered_in_text() {
+    let (result, out, seen) = run(vec![listing_with_bot_chat(), queued_claimed()], false);
+    assert_eq!(result, Ok(()));
+    assert!(
+        out.contains("went into that chat (session bot-chat)"),
+        "{out}"
+    );
+    assert!(out.contains("Do NOT resend"), "{out}");
+    assert!(!out.contains("(no reply)"), "{out}");
+    assert_eq!(
+        out,
+        "Peer 'mini' has its Bot Chat open, so the message went into that chat (session \
+         bot-chat) and is answered there. The reply cannot come back on this call. Do NOT \
+         resend.\n"
+    );
+    assert_eq!(seen.len(), 2);
+    assert_eq!(
+        (seen[0].method.as_str(), seen[0].path.as_str()),
+        ("GET", "/api/sessions")
+    );
+    assert_chat_request(&seen, "bot-chat");
+}
+
+#[test]
+fn a_queued_turn_is_reported_as_delivered_in_json() {
+    let (result, out, _) = run(vec![listing_with_bot_chat(), queued_claimed()], true);
+    assert_eq!(result, Ok(()));
+    assert!(!out.contains("(no reply)"));
+    let expected = format!(
+        r#"{{"peer":"mini","profile":null,"session_id":"bot-chat","status":"claimed","delivery_id":"{}"}}"#,
+        "d".repeat(32)
+    );
+    assert_eq!(out, format!("{expected}\n"));
+}
+
+#[test]
+fn the_connop_naming_of_queued_is_understood_and_missing_fields_default() {
+    let queued = reply(
+        202,
+        json!({"object": "connop.session.chat.queued", "delivery_id": "e".repeat(40)}),
+    );
+    let (result, out, _) = run(vec![listing_with_bot_chat(), queued], true);
+    assert_eq!(result, Ok(()));
+    let expected = format!(
+        r#"{{"peer":"mini","profile":null,"session_id":"bot-chat","status":"queued","delivery_id":"{}"}}"#,
+        "e".repeat(40)
+    );
+    assert_eq!(out, format!("{expected}\n"));
+
+    let queued = reply(202, json!({"object": "connop.session.chat.queued"}));
+    let (result, out, _) = run(vec![listing_with_bot_chat(), queued], false);
+    assert_eq!(result, Ok(()));
+    assert!(
+        out.contains("went into that chat (session bot-chat)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_completion_prints_the_reply_and_an_empty_one_prints_no_reply() {
+    let (result, out, seen) = run(
+        vec![listing_with_bot_chat(), completion(json!("pong"))],
+        false,
+    );
+    assert_eq!(result, Ok(()));
+    assert_eq!(out, "pong\n");
+    assert_chat_request(&seen, "bot-chat");
+
+    let (result, out, _) = run(vec![listing_with_bot_chat(), completion(json!(""))], false);
+    assert_eq!(result, Ok(()));
+    assert_eq!(out, "(no reply)\n");
+
+    let hermes = reply(200, json!({"object": "hermes.session.chat.completion"}));
+    let (result, out, _) = run(vec![listing_with_bot_chat(), hermes], false);
+    assert_eq!(result, Ok(()));
+    assert_eq!(out, "(no reply)\n");
+}
+
+#[test]
+fn a_json_completion_has_the_peer_profile_session_and_reply() {
+    let server = Server::start(vec![listing_with_bot_chat(), completion(json!("pong"))]);
+    let mut opts = options(format!("http://{}", server.addr), true);
+    opts.profile = Some("cto".into());
+    let (result, out) = run_with(&opts);
+    server.finish();
+    assert_eq!(result, Ok(()));
+    assert_eq!(
+        out,
+        "{\"peer\":\"mini\",\"profile\":\"cto\",\"session_id\":\"bot-chat\",\"reply\":\"pong\"}\n"
+    );
+}
+
+#[test]
+fn without_a_bot_chat_one_is_created_and_used() {
+    let listing = reply(
+        200,
+        json!({"sessions": [{"session_id": "scratch", "title": "Scratch", "created_at": 3}]}),
+    );
+    let created = reply(
+        201,
+        json!({"session_id": "new-bc", "title": "Bot Chat", "source": "api_server", "created_at": 4}),
+    );
+    let (result, out, seen) = run(vec![listing, created, completion(json!("hi"))], false);
+    assert_eq!(result, Ok(()));
+    assert_eq!(out, "hi\n");
+    assert_eq!(seen.len(), 3);
+    assert_eq!(
+        (seen[1].method.as_str(), seen[1].path.as_str()),
+        ("POST", "/api/sessions")
+    );
+    let body: Value = serde_json::from_str(&seen[1].body).unwrap();
+    assert_eq!(body, json!({"title": "Bot Chat"}));
+    assert_chat_request(&seen, "new-bc");
+}
+
+#[test]
+fn the_newest_of_two_bot_chats_is_chosen() {
+    let listing = reply(
+        200,
+        json!({"sessions": [
+            {"session_id": "old", "title": "Bot Chat", "created_at": 100},
+            {"session_id": "new", "title": "Bot Chat", "created_at": 200.25},
+            {"session_id": "older", "title": "Bot Chat", "created_at": 50.5},
+        ]}),
+    );
+    let (result, _, seen) = run(vec![listing, completion(json!("ok"))], false);
+    assert_eq!(result, Ok(()));
+    assert_chat_request(&seen, "new");
+}
+
+#[test]
+fn an_http_error_with_an_openai_style_body_is_an_err_with_its_message() {
+    let failed = reply(
+        500,
+        json!({"error": {"message": "the agent crashed", "type": "server_error", "code": null}}),
+    );
+    let (result, out, _) = run(vec![listing_with_bot_chat(), failed], false);
+    let err = result.unwrap_err();
+    assert!(err.contains("the agent crashed"), "{err}");
+    assert!(err.contains("500"), "{err}");
+    assert_eq!(out, "");
+
+    let refused = reply(401, json!({"error": {"message": "Invalid API key"}}));
+    let (result, _, seen) = run(vec![refused], false);
+    let err = result.unwrap_err();
+    assert!(
+        err.contains("401") && err.contains("Invalid API key"),
+        "{err}"
+    );
+    assert_eq!(seen.len(), 1);
+}
+
+#[test]
+fn a_non_json_body_or_an_unknown_object_is_an_err() {
+    let garbage = Canned::Reply {
+        status: 502,
+        headers: Vec::new(),
+        body: "<html>bad gateway</html>".into(),
+    };
+    let (result, _, _) = run(vec![listing_with_bot_chat(), garbage], false);
+    let err = result.unwrap_err();
+    assert!(err.contains("502") && err.contains("not JSON"), "{err}");
+
+    let unknown = reply(200, json!({"object": "connop.run"}));
+    let (result, out, _) = run(vec![listing_with_bot_chat(), unknown], false);
+    let err = result.unwrap_err();
+    assert!(err.contains("connop.run"), "{err}");
+    assert_eq!(out, "");
+}
+
+#[test]
+fn a_refused_connection_is_an_err() {
+    let addr = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap()
+    };
+    let (result, out) = run_with(&options(format!("http://{addr}"), false));
+    let err = result.unwrap_err();
+    assert!(err.contains("/api/sessions"), "{err}");
+    assert_eq!(out, "");
+}

@@ -588,9 +588,13 @@ impl Api {
             },
         };
         let (tx, rx) = async_channel::unbounded::<Result<Frame<Bytes>, Infallible>>();
-        let guard = self.streams.enter();
+        // Counted until hyper drops the body, i.e. after its last frame was written: shutdown
+        // waits for that, not merely for the last frame to be queued.
+        let rx = Counted {
+            inner: Box::pin(rx),
+            _guard: self.streams.enter(),
+        };
         smol::spawn(async move {
-            let _guard = guard;
             let mut sent = 0;
             loop {
                 let listener = cell.changed.listen();
@@ -638,6 +642,22 @@ impl Api {
             hyper::header::HeaderValue::from_static("no-cache"),
         );
         response
+    }
+}
+
+/// A stream that counts as running until it is dropped.
+struct Counted<S> {
+    inner: std::pin::Pin<Box<S>>,
+    _guard: connop_blocking::op_count::CountGuard,
+}
+
+impl<S: futures_lite::Stream> futures_lite::Stream for Counted<S> {
+    type Item = S::Item;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<S::Item>> {
+        self.inner.as_mut().poll_next(cx)
     }
 }
 

@@ -66,7 +66,11 @@ impl Store {
 
     fn init(db: Connection, now: Timestamp) -> Result<Self, String> {
         db.execute_batch(
+            // WAL with synchronous=NORMAL: a crashed process loses nothing committed (what the
+            // restart recovery needs); only a power cut may lose the last commits. Five writes
+            // per run made full syncs the bottleneck (911 vs 2,963 runs per second).
             "PRAGMA journal_mode = WAL;
+             PRAGMA synchronous = NORMAL;
              CREATE TABLE IF NOT EXISTS sessions (
                  session_id TEXT PRIMARY KEY, title TEXT NOT NULL DEFAULT '',
                  source TEXT NOT NULL DEFAULT '', created_at REAL NOT NULL);

@@ -255,3 +255,48 @@ fn a_refused_connection_is_an_err() {
     assert!(err.contains("/api/sessions"), "{err}");
     assert_eq!(out, "");
 }
+
+/// The command itself: `connop peer dm` on a queued answer exits 0 and prints the exact text
+/// (never `(no reply)`), and the exact JSON with `--json`; a failure exits 1 with the reason
+/// on stderr.
+#[test]
+fn the_command_exits_0_on_a_queued_answer_and_1_on_a_failure() {
+    let run = |extra: &[&str], canned: Vec<Canned>| {
+        let server = Server::start(canned);
+        let url = format!("http://{}", server.addr);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_connop"))
+            .args(["peer", "dm", "mini", "hello", "--url", &url, "--key", "k"])
+            .args(extra)
+            .output()
+            .expect("connop runs");
+        let _ = server.finish();
+        out
+    };
+    let text = run(&[], vec![listing_with_bot_chat(), queued_claimed()]);
+    assert!(text.status.success());
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert_eq!(
+        stdout.trim_end(),
+        "Peer 'mini' has its Bot Chat open, so the message went into that chat (session bot-chat) and is answered there. The reply cannot come back on this call. Do NOT resend."
+    );
+    assert!(!stdout.contains("(no reply)"));
+    let json = run(&["--json"], vec![listing_with_bot_chat(), queued_claimed()]);
+    assert!(json.status.success());
+    let printed: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(
+        printed,
+        json!({"peer": "mini", "profile": null, "session_id": "bot-chat", "status": "claimed", "delivery_id": "d".repeat(32)})
+    );
+    let failed = run(
+        &[],
+        vec![
+            listing_with_bot_chat(),
+            reply(
+                500,
+                json!({"error": {"message": "the peer is down", "type": "server_error", "code": "x"}}),
+            ),
+        ],
+    );
+    assert_eq!(failed.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&failed.stderr).contains("the peer is down"));
+}

@@ -7,6 +7,7 @@ use connop_smol::gateway::GatewayConfig;
 use connop_smol::gateway::api::ApiConfig;
 use connop_smol::gateway::api::executor::Executor;
 use connop_smol::gateway::commands::{self, ConnectOptions, GatewayOptions, ListenAddr};
+use connop_smol::gateway::lease;
 use connop_smol::gateway::peer::{self, DmOptions};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -44,6 +45,12 @@ enum Command {
     /// Talk to other gateways.
     #[command(subcommand)]
     Peer(PeerCommand),
+    /// Leases: which live process owns a session (CONNOP_HOME/runtime/active_sessions.json).
+    ///
+    /// A lease marks a viewer, not an executor: the HTTP API never acquires one and is never
+    /// refused by one.
+    #[command(subcommand)]
+    Lease(LeaseCommand),
     /// Run the simulated tool gateway on its own (the API of the hosted tool gateway, with
     /// consent pages at /connect/<id> and test controls under /sim/).
     SimGateway(SimArgs),
@@ -131,6 +138,28 @@ enum PeerCommand {
     /// answered there: that is a success, not an empty reply. Exits 1 on a transport or HTTP
     /// failure, with the reason on stderr.
     Dm(DmArgs),
+}
+
+#[derive(Subcommand)]
+enum LeaseCommand {
+    /// Hold a lease on a session until stdin closes or a signal arrives; prints the lease.
+    /// Refused (exit 1) when another live process owns the session
+    /// (SESSION_NOT_OWNED) or the registry is unreadable (SESSION_COORDINATION_UNAVAILABLE).
+    Hold(HoldArgs),
+    /// Print the live leases as JSON (dead owners are pruned first).
+    List,
+}
+
+#[derive(Args)]
+struct HoldArgs {
+    /// The session to hold.
+    session_id: String,
+    /// The surface holding it (e.g. desktop).
+    #[arg(long, value_name = "S", default_value = "desktop")]
+    surface: String,
+    /// Metadata to record with the lease, as a JSON object.
+    #[arg(long, value_name = "JSON", default_value = "{}")]
+    metadata: String,
 }
 
 #[derive(Args)]
@@ -239,6 +268,17 @@ fn run(cli: Cli) -> Result<(), String> {
                 json: args.json,
             };
             peer::peer_dm(&options, &mut std::io::stdout().lock())
+        }
+        Command::Lease(LeaseCommand::Hold(args)) => {
+            let metadata: serde_json::Value = serde_json::from_str(&args.metadata)
+                .ok()
+                .filter(serde_json::Value::is_object)
+                .ok_or("--metadata must be a JSON object")?;
+            let home = PathBuf::from(&*commands::profile());
+            lease::hold(&home, &args.session_id, &args.surface, metadata)
+        }
+        Command::Lease(LeaseCommand::List) => {
+            lease::print_list(&PathBuf::from(&*commands::profile()))
         }
         Command::SimGateway(args) => {
             let mut options = SimOptions::default().listen(args.listen);

@@ -355,15 +355,16 @@ fn runs_complete_fail_and_stream_their_events_in_order() {
     let run_id = body["run_id"].as_str().unwrap().to_owned();
     let seen = until_terminal(&api.events(&run_id));
     let names: Vec<&str> = seen.iter().map(|(e, _)| e.as_str()).collect();
-    assert_eq!(names, ["run.started", "run.completed"]);
-    assert_eq!(seen[1].1["output"], "reply");
-    assert_eq!(seen[1].1["run_id"], run_id.as_str());
+    assert_eq!(names, ["run.started", "message.delta", "run.completed"]);
+    assert_eq!(seen[1].1["delta"], "reply");
+    assert_eq!(seen[2].1["output"], "reply");
+    assert_eq!(seen[2].1["run_id"], run_id.as_str());
     // A late subscriber gets the events replayed from the start.
     let late: Vec<String> = until_terminal(&api.events(&run_id))
         .into_iter()
         .map(|(e, _)| e)
         .collect();
-    assert_eq!(late, ["run.started", "run.completed"]);
+    assert_eq!(late, ["run.started", "message.delta", "run.completed"]);
 
     let (_, body) = api.post("/v1/runs", &json!({"input": "boom"}));
     let run_id = body["run_id"].as_str().unwrap().to_owned();

@@ -522,7 +522,11 @@ impl Api {
         }
         self.update(&cell, |run| {
             match outcome {
-                Outcome::Reply(reply) => run.complete(&reply, now),
+                // The executors answer in one piece: the reply is one delta, then the end.
+                Outcome::Reply(reply) => {
+                    run.delta(&reply, now);
+                    run.complete(&reply, now)
+                }
                 Outcome::Failed(e) => run.fail(&e, now),
                 Outcome::Stopped => run.cancelled(now),
             };

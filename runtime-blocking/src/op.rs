@@ -63,8 +63,6 @@ pub struct OpShared {
     state: Mutex<State>,
     op_id: Option<OpId>,
     env: OpEnv,
-    /// Something changed: the waiting driver re-reads the result and the next wake-up.
-    pub(crate) changed: Signal,
     /// The pump executed more effects.
     executed: Signal,
     /// A blocking driver parked on this operation: woken with std's futex-based `unpark`,
@@ -116,7 +114,6 @@ impl OpHandle {
             state: Mutex::new(state),
             op_id,
             env,
-            changed: Signal::new(),
             executed: Signal::new(),
             parked: Mutex::new(None),
             waker: Mutex::new(None),
@@ -223,12 +220,6 @@ impl OpHandle {
         state.result.is_some() && state.flow.is_done()
     }
 
-    /// Waits (blocking) for the next change; returns at once if one already happened since
-    /// `listener` was created. Use [`listen`](Self::listen) before checking state.
-    pub fn listen(&self) -> event_listener::EventListener {
-        self.0.changed.listen()
-    }
-
     /// The clock the operation runs on.
     pub fn clock(&self) -> &Clock {
         &self.0.env.clock
@@ -329,12 +320,11 @@ impl OpHandle {
         }
     }
 
-    /// Wakes whoever drives the operation: an async driver listening on the change signal, or
-    /// a blocking driver parked on its thread.
+    /// Wakes whoever drives the operation: an async driver through its stored waker, or a
+    /// blocking driver parked on its thread.
     fn wake_driver(&self) {
         use std::sync::atomic::Ordering;
         self.0.dirty.store(true, Ordering::Release);
-        self.0.changed.notify(usize::MAX);
         let parked = self.0.parked.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(thread) = parked.as_ref() {
             thread.unpark();

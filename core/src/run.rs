@@ -275,18 +275,38 @@ impl Run {
         true
     }
 
+    /// Ends the run with its one text: the `output` of a completion, else the `error`.
+    fn end_with(
+        &mut self,
+        status: RunStatus,
+        event: &'static str,
+        text: &str,
+        now: Timestamp,
+    ) -> bool {
+        let completed = status == RunStatus::Completed;
+        let mut extra = Map::new();
+        extra.insert(
+            if completed { "output" } else { "error" }.into(),
+            text.into(),
+        );
+        let ended = self.end(status, event, extra, now);
+        if ended {
+            let slot = if completed {
+                &mut self.output
+            } else {
+                &mut self.error
+            };
+            *slot = Some(text.to_owned());
+        }
+        ended
+    }
+
     /// The turn answered. A run being stopped ends `cancelled` instead: the stop decided.
     pub fn complete(&mut self, output: &str, now: Timestamp) -> bool {
         if self.status == RunStatus::Stopping {
             return self.cancelled(now);
         }
-        let mut extra = Map::new();
-        extra.insert("output".into(), output.into());
-        let ended = self.end(RunStatus::Completed, "run.completed", extra, now);
-        if ended {
-            self.output = Some(output.to_owned());
-        }
-        ended
+        self.end_with(RunStatus::Completed, "run.completed", output, now)
     }
 
     /// The turn failed. A run being stopped ends `cancelled` instead.
@@ -294,13 +314,7 @@ impl Run {
         if self.status == RunStatus::Stopping {
             return self.cancelled(now);
         }
-        let mut extra = Map::new();
-        extra.insert("error".into(), error.into());
-        let ended = self.end(RunStatus::Failed, "run.failed", extra, now);
-        if ended {
-            self.error = Some(error.to_owned());
-        }
-        ended
+        self.end_with(RunStatus::Failed, "run.failed", error, now)
     }
 
     /// A stop request: a terminal run is left as it is; otherwise `stopping`, and the caller
@@ -322,13 +336,7 @@ impl Run {
 
     /// A shutdown (or a restart) ends the run `interrupted` with `error`.
     pub fn interrupt(&mut self, error: &str, now: Timestamp) -> bool {
-        let mut extra = Map::new();
-        extra.insert("error".into(), error.into());
-        let ended = self.end(RunStatus::Interrupted, "run.interrupted", extra, now);
-        if ended {
-            self.error = Some(error.to_owned());
-        }
-        ended
+        self.end_with(RunStatus::Interrupted, "run.interrupted", error, now)
     }
 
     /// `GET /v1/runs/{id}`: `{"object": "connop.run", "run_id", "status", "created_at",

@@ -30,6 +30,9 @@ use store::{SessionRow, Store};
 
 type Body = BoxBody<Bytes, Infallible>;
 
+/// A connection's hold on the count of live event streams.
+type Streaming = Arc<Mutex<Option<connop_blocking::op_count::CountGuard>>>;
+
 /// How often an idle event stream says it is alive.
 const KEEPALIVE: Duration = Duration::from_secs(15);
 
@@ -193,14 +196,20 @@ impl Api {
 
     async fn connection(self: Arc<Self>, stream: TcpStream) {
         let _ = stream.set_nodelay(true);
+        // Set while this connection serves an event stream, dropped when the connection is
+        // done: an event stream closes its connection after its last event, so shutdown waits
+        // until that event was written out, not merely queued.
+        let streaming: Streaming = Arc::default();
+        let slot = streaming.clone();
         let service = service_fn(move |request| {
-            let api = self.clone();
-            async move { Ok::<_, Infallible>(api.respond(request).await) }
+            let (api, slot) = (self.clone(), slot.clone());
+            async move { Ok::<_, Infallible>(api.respond(request, &slot).await) }
         });
         let _ = http1::Builder::new()
             .timer(SmolTimer::new())
             .serve_connection(FuturesIo::new(stream), service)
             .await;
+        drop(lock(&streaming).take());
     }
 
     /// Shutdown, in SPEC §9.1's order: every active run is marked `interrupted` and stored,
@@ -232,7 +241,11 @@ impl Api {
         .await;
     }
 
-    async fn respond(self: Arc<Self>, request: Request<Incoming>) -> Response<Body> {
+    async fn respond(
+        self: Arc<Self>,
+        request: Request<Incoming>,
+        streaming: &Streaming,
+    ) -> Response<Body> {
         let (parts, body) = request.into_parts();
         let path = parts.uri.path().trim_end_matches('/').to_owned();
         if path == "/health" {
@@ -268,7 +281,7 @@ impl Api {
             (&Method::POST, ["v1", "runs"]) => self.create_run(&body, idempotency_key),
             (&Method::GET, ["v1", "runs", id]) => self.get_run(id),
             (&Method::POST, ["v1", "runs", id, "stop"]) => self.stop_run(id),
-            (&Method::GET, ["v1", "runs", id, "events"]) => return self.events(id),
+            (&Method::GET, ["v1", "runs", id, "events"]) => return self.events(id, streaming),
             (&Method::GET, ["api", "sessions"]) => self.list_sessions(),
             (&Method::POST, ["api", "sessions"]) => self.create_session(&body),
             (&Method::POST, ["api", "sessions", id, "chat"]) => self.chat(id, &body).await,
@@ -572,7 +585,7 @@ impl Api {
 
     /// Server-sent events: every event from the start, then live ones, ending after the
     /// terminal event; `: keepalive` every 15 s meanwhile.
-    fn events(self: &Arc<Self>, id: &str) -> Response<Body> {
+    fn events(self: &Arc<Self>, id: &str, streaming: &Streaming) -> Response<Body> {
         let cell = match self.cell(id) {
             Some(cell) => cell,
             None => match self.store.run(id) {
@@ -592,12 +605,7 @@ impl Api {
             },
         };
         let (tx, rx) = async_channel::unbounded::<Result<Frame<Bytes>, Infallible>>();
-        // Counted until hyper drops the body, i.e. after its last frame was written: shutdown
-        // waits for that, not merely for the last frame to be queued.
-        let rx = Counted {
-            inner: Box::pin(rx),
-            _guard: self.streams.enter(),
-        };
+        *lock(streaming) = Some(self.streams.enter());
         smol::spawn(async move {
             let mut sent = 0;
             loop {
@@ -646,22 +654,6 @@ impl Api {
             hyper::header::HeaderValue::from_static("no-cache"),
         );
         response
-    }
-}
-
-/// A stream that counts as running until it is dropped.
-struct Counted<S> {
-    inner: std::pin::Pin<Box<S>>,
-    _guard: connop_blocking::op_count::CountGuard,
-}
-
-impl<S: futures_lite::Stream> futures_lite::Stream for Counted<S> {
-    type Item = S::Item;
-    fn poll_next(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<S::Item>> {
-        self.inner.as_mut().poll_next(cx)
     }
 }
 

@@ -228,3 +228,57 @@ fn sigterm_interrupts_every_operation_answers_every_manage_and_exits_0_within_a_
         assert_eq!(lines.answer(manage)["result"]["settled_by"], "interrupt");
     }
 }
+
+#[test]
+fn connectors_list_answers_rows_unavailable_or_5034() {
+    let mut gw = Gateway::start(&[]);
+    let sim = gw.listening();
+    let c = &mut gw.client;
+    c.call("session.create", json!({"session_id": "s1"}));
+    let listed = c.call("connectors.list", json!({"session_id": "s1"}));
+    assert_eq!(listed["result"]["available"], true);
+    let names: Vec<&str> = listed["result"]["connectors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["connector"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "gmail",
+            "notion",
+            "slack",
+            "github",
+            "linear",
+            "google_calendar"
+        ]
+    );
+
+    // The simulated gateway's test controls stage the failures.
+    let faults = |body: serde_json::Value| {
+        let request = isahc::Request::post(format!("{sim}/sim/faults"))
+            .body(body.to_string())
+            .unwrap();
+        assert_eq!(isahc::send(request).unwrap().status().as_u16(), 200);
+    };
+    faults(json!({"faults": [{"route": "list", "status": 404, "count": 1}]}));
+    let unavailable = c.call("connectors.list", json!({"session_id": "s1"}));
+    assert_eq!(
+        unavailable["result"],
+        json!({"available": false, "connectors": []})
+    );
+    faults(json!({"faults": [{"route": "list", "status": 502, "count": 2}]}));
+    let failed = c.call("connectors.list", json!({"session_id": "s1"}));
+    assert_eq!(failed["error"]["code"], 5034, "{failed}");
+    assert_eq!(
+        failed["error"]["data"]["reason"],
+        "CONNECTOR_REQUEST_FAILED"
+    );
+    assert_eq!(
+        c.call("connectors.list", json!({"session_id": "nobody"}))["error"]["code"],
+        4001
+    );
+    let (status, _) = gw.close_stdin_and_wait();
+    assert!(status.success());
+}

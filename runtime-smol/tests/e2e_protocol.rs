@@ -282,3 +282,54 @@ fn connectors_list_answers_rows_unavailable_or_5034() {
     let (status, _) = gw.close_stdin_and_wait();
     assert!(status.success());
 }
+
+#[test]
+fn session_interrupt_settles_the_open_operation_and_session_close_forgets_the_session() {
+    let mut gw = Gateway::start(&[]);
+    let c = &mut gw.client;
+    c.call(
+        "session.create",
+        json!({"session_id": "s1", "source": "desktop"}),
+    );
+    let manage = c.send(
+        "connectors.manage",
+        json!({"session_id": "s1", "args": {"action": "connect", "connectors": ["gmail"]}}),
+    );
+    c.lines.event_for_session("connection.request", "s1");
+    let interrupted = c.call("session.interrupt", json!({"session_id": "s1"}));
+    assert_eq!(
+        interrupted["result"],
+        json!({"status": "ok", "interrupted": true})
+    );
+    assert_eq!(c.lines.answer(manage)["result"]["settled_by"], "interrupt");
+    let again = c.call("session.interrupt", json!({"session_id": "s1"}));
+    assert_eq!(
+        again["result"]["interrupted"], false,
+        "nothing open any more"
+    );
+
+    let manage = c.send(
+        "connectors.manage",
+        json!({"session_id": "s1", "args": {"action": "connect", "connectors": ["notion"]}}),
+    );
+    let second = c.lines.event("connection.request", |p| {
+        p["targets"][0]["name"] == "notion"
+    });
+    assert_eq!(second["session_id"], "s1");
+    assert_eq!(
+        c.call("session.close", json!({"session_id": "s1"}))["result"],
+        json!({"status": "ok"})
+    );
+    assert_eq!(
+        c.lines.answer(manage)["result"]["settled_by"],
+        "interrupt",
+        "closing interrupts"
+    );
+    assert_eq!(
+        c.call("session.interrupt", json!({"session_id": "s1"}))["error"]["code"],
+        4001,
+        "forgotten"
+    );
+    let (status, _) = gw.close_stdin_and_wait();
+    assert!(status.success());
+}

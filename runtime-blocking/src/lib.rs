@@ -18,8 +18,8 @@ pub mod host;
 pub mod http;
 pub mod interrupt;
 pub mod op;
-pub mod op_count;
 pub mod registry;
+pub mod sync;
 
 pub use calls::{InlineCalls, WorkerCalls};
 pub use clock::Clock;

@@ -1,9 +1,10 @@
 //! What the `connop` subcommands do, behind the command-line parsing of `src/bin/connop.rs`.
 
 use super::server::{Gateway, GatewayConfig};
-use super::transport::{InFlight, serve};
+use super::transport::serve;
 use crate::http::AsyncHttpGateway;
 use connop_blocking::clock::random_hex;
+use connop_blocking::sync::Count;
 use connop_core::gateway::AsyncGateway;
 use connop_core::operation::Text;
 use connop_core::wire::ClientConfig;
@@ -123,7 +124,7 @@ type Tasks = Arc<Mutex<Vec<smol::Task<()>>>>;
 pub fn run_gateway(options: GatewayOptions) -> Result<(), String> {
     smol::block_on(async move {
         let gateway = Gateway::new(options.config);
-        let in_flight = Arc::new(InFlight::default());
+        let in_flight = Arc::new(Count::default());
         let connections: Tasks = Arc::default();
         let mut listeners = Vec::new();
         for addr in &options.listen {
@@ -193,7 +194,7 @@ pub fn run_gateway(options: GatewayOptions) -> Result<(), String> {
             for task in pending {
                 task.await;
             }
-            in_flight.wait_idle().await;
+            in_flight.wait_zero().await;
         };
         // Every pending answer goes out; the process leaves within a second regardless.
         futures_lite::future::or(drained, async {
@@ -207,7 +208,7 @@ pub fn run_gateway(options: GatewayOptions) -> Result<(), String> {
 async fn listen(
     addr: &ListenAddr,
     gateway: &Arc<Gateway>,
-    in_flight: &Arc<InFlight>,
+    in_flight: &Arc<Count>,
     connections: &Tasks,
 ) -> Result<smol::Task<()>, String> {
     let (gateway, in_flight, connections) =
@@ -245,7 +246,7 @@ async fn listen(
 async fn accept_all<S>(
     mut incoming: impl futures_lite::Stream<Item = std::io::Result<S>> + Unpin,
     gateway: Arc<Gateway>,
-    in_flight: Arc<InFlight>,
+    in_flight: Arc<Count>,
     connections: Tasks,
 ) where
     S: futures_lite::AsyncRead + futures_lite::AsyncWrite + Clone + Unpin + Send + 'static,

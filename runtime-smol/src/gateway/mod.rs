@@ -10,4 +10,4 @@ pub mod server;
 pub mod transport;
 
 pub use server::{Gateway, GatewayConfig};
-pub use transport::{InFlight, serve};
+pub use transport::serve;

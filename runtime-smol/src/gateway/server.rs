@@ -73,8 +73,7 @@ pub struct Gateway {
     registry: SharedRegistry,
     sessions: Mutex<Sessions>,
     /// Tells every transport to stop reading (shutdown).
-    stopping: event_listener::Event,
-    stopped: std::sync::atomic::AtomicBool,
+    stopping: connop_blocking::sync::Switch,
     next_transport: AtomicU64,
 }
 
@@ -85,8 +84,7 @@ impl Gateway {
             registry: SharedRegistry::new(config.profile.clone()),
             config,
             sessions: Mutex::default(),
-            stopping: event_listener::Event::new(),
-            stopped: std::sync::atomic::AtomicBool::new(false),
+            stopping: connop_blocking::sync::Switch::default(),
             next_transport: AtomicU64::new(1),
         })
     }
@@ -124,14 +122,14 @@ impl Gateway {
     pub fn shut_down(&self) {
         let tokens: Vec<Interrupt> = {
             let sessions = self.sessions();
-            self.stopped.store(true, Ordering::Release);
+            // Under the lock `session.create` checks it under: no session is created unstopped.
+            self.stopping.flip();
             sessions
                 .by_id
                 .values()
                 .map(|s| s.interrupt.clone())
                 .collect()
         };
-        self.stopping.notify(usize::MAX);
         for token in tokens {
             token.trigger();
         }
@@ -139,13 +137,7 @@ impl Gateway {
 
     /// Completes once shutdown began.
     pub async fn stopped(&self) {
-        loop {
-            let listener = self.stopping.listen();
-            if self.stopped.load(Ordering::Acquire) {
-                return;
-            }
-            listener.await;
-        }
+        self.stopping.wait().await;
     }
 
     /// The registry of open operations.
@@ -264,7 +256,7 @@ impl Gateway {
             return Err(RpcError::session_exists());
         }
         let interrupt = Interrupt::new();
-        if self.stopped.load(Ordering::Acquire) {
+        if self.stopping.is_on() {
             interrupt.trigger();
         }
         sessions.id_of_key.insert(key.clone(), id.clone());

@@ -3,54 +3,14 @@
 //! events go out in order through one writer.
 
 use super::server::{Gateway, Step, TransportHandle};
+use connop_blocking::sync::Count;
 use connop_core::rpc::{self, MAX_LINE};
 use futures_lite::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-/// Counts requests being answered, so shutdown can wait for every pending answer.
-#[derive(Default)]
-pub struct InFlight {
-    count: AtomicUsize,
-    idle: event_listener::Event,
-}
-
-impl InFlight {
-    fn enter(self: &Arc<Self>) -> InFlightGuard {
-        self.count.fetch_add(1, Ordering::AcqRel);
-        InFlightGuard(self.clone())
-    }
-
-    /// How many requests are being answered.
-    pub fn count(&self) -> usize {
-        self.count.load(Ordering::Acquire)
-    }
-
-    /// Waits until no request is being answered.
-    pub async fn wait_idle(&self) {
-        loop {
-            let listener = self.idle.listen();
-            if self.count() == 0 {
-                return;
-            }
-            listener.await;
-        }
-    }
-}
-
-struct InFlightGuard(Arc<InFlight>);
-
-impl Drop for InFlightGuard {
-    fn drop(&mut self) {
-        if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.idle.notify(usize::MAX);
-        }
-    }
-}
 
 /// Serves one transport until its input ends, then closes its sessions (interrupting their
 /// operations), waits for every pending answer and flushes them.
-pub async fn serve<R, W>(gateway: Arc<Gateway>, in_flight: Arc<InFlight>, reader: R, writer: W)
+pub async fn serve<R, W>(gateway: Arc<Gateway>, in_flight: Arc<Count>, reader: R, writer: W)
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -58,10 +18,10 @@ where
     let (out, lines) = async_channel::unbounded::<String>();
     let transport = gateway.transport(out);
     let writing = smol::spawn(write_lines(lines, writer));
-    let mine = Arc::new(InFlight::default());
+    let mine = Arc::new(Count::default());
     read_requests(&gateway, &transport, &in_flight, &mine, reader).await;
     gateway.transport_closed(&transport);
-    mine.wait_idle().await;
+    mine.wait_zero().await;
     drop(transport);
     writing.await;
 }
@@ -83,8 +43,8 @@ async fn write_lines<W: AsyncWrite + Unpin>(lines: async_channel::Receiver<Strin
 async fn read_requests<R: AsyncRead + Unpin>(
     gateway: &Arc<Gateway>,
     transport: &TransportHandle,
-    in_flight: &Arc<InFlight>,
-    mine: &Arc<InFlight>,
+    in_flight: &Arc<Count>,
+    mine: &Arc<Count>,
     mut reader: R,
 ) {
     let mut chunk = vec![0u8; 64 * 1024];
@@ -130,8 +90,8 @@ async fn read_requests<R: AsyncRead + Unpin>(
 fn take_line(
     gateway: &Arc<Gateway>,
     transport: &TransportHandle,
-    in_flight: &Arc<InFlight>,
-    mine: &Arc<InFlight>,
+    in_flight: &Arc<Count>,
+    mine: &Arc<Count>,
     line: &[u8],
     too_long: bool,
 ) {

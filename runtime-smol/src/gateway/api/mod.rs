@@ -10,6 +10,7 @@ pub mod store;
 
 use connop_blocking::Clock;
 use connop_blocking::clock::random_hex;
+use connop_blocking::sync::Switch;
 use connop_core::run::{Run, RunEvent, SHUTDOWN_ERROR, StopOutcome, run_id};
 use executor::{Executor, Outcome, Turn};
 use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
@@ -23,7 +24,6 @@ use smol_hyper::rt::{FuturesIo, SmolTimer};
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use store::{SessionRow, Store};
@@ -31,7 +31,7 @@ use store::{SessionRow, Store};
 type Body = BoxBody<Bytes, Infallible>;
 
 /// A connection's hold on the count of live event streams.
-type Streaming = Arc<Mutex<Option<connop_blocking::op_count::CountGuard>>>;
+type Streaming = Arc<Mutex<Option<connop_blocking::sync::CountGuard>>>;
 
 /// How often an idle event stream says it is alive.
 const KEEPALIVE: Duration = Duration::from_secs(15);
@@ -53,30 +53,6 @@ struct RunCell {
     stop: Switch,
 }
 
-/// A one-way switch a task can wait on.
-#[derive(Default)]
-struct Switch {
-    on: AtomicBool,
-    flipped: event_listener::Event,
-}
-
-impl Switch {
-    fn flip(&self) {
-        self.on.store(true, Ordering::Release);
-        self.flipped.notify(usize::MAX);
-    }
-
-    async fn wait(&self) {
-        loop {
-            let listener = self.flipped.listen();
-            if self.on.load(Ordering::Acquire) {
-                return;
-            }
-            listener.await;
-        }
-    }
-}
-
 /// The API's state.
 pub struct Api {
     store: Store,
@@ -87,7 +63,7 @@ pub struct Api {
     /// Idempotency-Key → (the request body, the first answer's status and body).
     idempotency: Mutex<HashMap<String, (String, StatusCode, Value)>>,
     /// Event streams still writing (shutdown waits for them to say `run.interrupted`).
-    streams: Arc<connop_blocking::op_count::Count>,
+    streams: Arc<connop_blocking::sync::Count>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

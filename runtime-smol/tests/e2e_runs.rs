@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
-use support::{BOUND, connop, wait_bounded};
+use support::{BOUND, connop, spawn_announcing, wait_bounded};
 
 const AUTHOR: &str = r#"{"id": "bot:cto", "name": "cto", "is_bot": true}"#;
 
@@ -37,27 +37,17 @@ struct Api {
 
 impl Api {
     fn start(home: &Path, args: &[&str]) -> Self {
-        let mut child = connop()
+        let mut command = connop();
+        command
             .args(["gateway", "--http", "127.0.0.1:0"])
             .args(args)
             .env("CONNOP_HOME", home)
             // A tool gateway nobody serves: no embedded simulated one, one listening line.
             .env("CONNECTOR_GATEWAY_URL", "http://127.0.0.1:9")
             .env("CONNECTOR_GATEWAY_TOKEN", "unused")
-            .stdin(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("connop runs");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(url) = line.strip_prefix("listening ") {
-                    let _ = tx.send(url.to_owned());
-                }
-            }
-        });
-        let url = rx.recv_timeout(BOUND).expect("the API listens");
+            .stdin(Stdio::null());
+        let (child, listening, _) = spawn_announcing(&mut command);
+        let url = listening.recv_timeout(BOUND).expect("the API listens");
         let key = args
             .windows(2)
             .find(|w| w[0] == "--api-key")

@@ -3,27 +3,13 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::process::Stdio;
-use std::sync::mpsc::channel;
-use support::{BOUND, connop, http_get, wait_bounded};
+use support::{BOUND, connop, http_get, spawn_announcing, wait_bounded};
 
 #[test]
 fn the_simulated_gateway_runs_on_its_own() {
-    let mut child = connop()
-        .args(["sim-gateway", "--listen", "127.0.0.1:0", "--token", "t0ken"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("connop runs");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(url) = line.strip_prefix("listening ") {
-                let _ = tx.send(url.to_owned());
-            }
-        }
-    });
+    let mut command = connop();
+    command.args(["sim-gateway", "--listen", "127.0.0.1:0", "--token", "t0ken"]);
+    let (child, rx, _) = spawn_announcing(&mut command);
     let url = rx.recv_timeout(BOUND).expect("a listening line");
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
 

@@ -214,28 +214,14 @@ pub struct Gateway {
 impl Gateway {
     /// Starts `connop gateway` with these extra arguments.
     pub fn start(args: &[&str]) -> Self {
-        let mut child = connop()
+        let mut command = connop();
+        command
             .arg("gateway")
             .args(args)
             .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the connop binary starts");
+            .stdout(Stdio::piped());
+        let (mut child, listening, stderr_lines) = spawn_announcing(&mut command);
         let lines = Lines::spawn_reader(child.stdout.take().expect("stdout"));
-        let (listening_tx, listening) = channel();
-        let stderr_lines: Arc<Mutex<Vec<String>>> = Arc::default();
-        let kept = stderr_lines.clone();
-        let stderr = child.stderr.take().expect("stderr");
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if let Some(addr) = line.strip_prefix("listening ") {
-                    let _ = listening_tx.send(addr.to_owned());
-                }
-                kept.lock().unwrap().push(line);
-            }
-        });
         let stdin = child.stdin.take().expect("stdin");
         Gateway {
             child: Some(child),
@@ -285,6 +271,31 @@ impl Drop for Gateway {
             let _ = child.wait();
         }
     }
+}
+
+/// Spawns a command with stderr piped: every `listening <addr>` line it announces arrives on
+/// the receiver, and every stderr line is kept.
+pub fn spawn_announcing(
+    command: &mut Command,
+) -> (Child, Receiver<String>, Arc<Mutex<Vec<String>>>) {
+    let mut child = command
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the connop binary starts");
+    let (listening_tx, listening) = channel();
+    let stderr_lines: Arc<Mutex<Vec<String>>> = Arc::default();
+    let kept = stderr_lines.clone();
+    let stderr = child.stderr.take().expect("stderr");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if let Some(addr) = line.strip_prefix("listening ") {
+                let _ = listening_tx.send(addr.to_owned());
+            }
+            kept.lock().unwrap().push(line);
+        }
+    });
+    (child, listening, stderr_lines)
 }
 
 /// Waits for a child's exit on a thread; past the bound the child is killed and the test

@@ -130,24 +130,10 @@ impl AsyncGateway for AsyncHttpGateway {
 mod tests {
     use super::*;
     use connop_core::gateway::{AccountStatus, MintStatus};
-    use connop_fixtures::canned::{Canned, Server, reply};
-    use serde_json::{Value, json};
+    use connop_fixtures::canned::{Canned, Server, account_body, mint_request, reply};
+    use serde_json::json;
     use std::net::TcpListener;
     use std::sync::atomic::{AtomicBool, Ordering};
-
-    fn account_body(id: &str, status: &str) -> Value {
-        json!({"connectionId": id, "connector": "gmail", "status": status, "label": "me",
-               "active": status == "active", "createdAt": "t0", "updatedAt": "t1"})
-    }
-
-    fn mint_request() -> MintRequest {
-        MintRequest {
-            connectors: vec!["gmail".into(), "notion".into()],
-            reinitiate: false,
-            return_to: None,
-            op: None,
-        }
-    }
 
     const SECOND: Duration = Duration::from_secs(1);
 

@@ -1,17 +1,16 @@
 //! Benchmarks of the managed flow: single watcher steps and whole connect lifecycles.
 //!
-//! The gateway is a tiny inline fake (the fixtures crate depends on this one, so it cannot be
-//! a dev-dependency): mints answer `initiated` with `connection_id = ca_<name>` and a link;
-//! account reads answer `pending` until the connection's read count reaches its target's
-//! flip number, then `active`.
+//! The gateway is the inline fake of `support/lifecycle.rs`.
 //!
 //! Setup (building and driving a flow to the state under test) runs in divan's untimed input
 //! closures; only the core's work on one input, plus draining its effects, is timed.
 
+#[path = "support/lifecycle.rs"]
+mod lifecycle;
+
 use connop_core::prelude::*;
 use divan::{Bencher, black_box};
-use serde_json::{Value, json};
-use std::collections::HashMap;
+use lifecycle::*;
 use std::time::Duration;
 
 fn main() {
@@ -19,95 +18,6 @@ fn main() {
 }
 
 const TARGET_COUNTS: &[usize] = &[1, 4, 16, 64];
-const ENTROPY: [u8; 6] = [0x5e, 0xed, 0, 0, 0, 1];
-
-fn t0() -> Timestamp {
-    Timestamp::from_secs(1_800_000_000)
-}
-
-fn names(n: usize) -> Vec<String> {
-    (0..n).map(|i| format!("t{i}")).collect()
-}
-
-fn connect_args(names: &[String]) -> Value {
-    json!({"action": "connect", "connectors": names})
-}
-
-fn card_config(tick: Duration) -> FlowConfig {
-    let mut config = FlowConfig::new(RegistryKey::new("/p", "s"));
-    config.tick = tick;
-    config
-}
-
-/// The inline fake gateway. Everything is prepared up front; answering clones `Arc<str>`s.
-struct FakeGateway {
-    mint_rows: Vec<MintRow>,
-    names: Vec<Text>,
-    index_of_id: HashMap<Text, usize>,
-    reads: Vec<u32>,
-    flips: Vec<u32>,
-}
-
-impl FakeGateway {
-    fn new(names: &[String], flips: Vec<u32>) -> Self {
-        let mint_rows: Vec<MintRow> = names
-            .iter()
-            .map(|name| MintRow {
-                connector: name.as_str().into(),
-                status: MintStatus::Initiated,
-                connect_url: Some(format!("https://connect.example/{name}").into()),
-                connection_id: Some(format!("ca_{name}").into()),
-                status_reason: None,
-            })
-            .collect();
-        let index_of_id = mint_rows
-            .iter()
-            .enumerate()
-            .map(|(i, row)| (row.connection_id.clone().expect("minted with an id"), i))
-            .collect();
-        FakeGateway {
-            names: mint_rows.iter().map(|r| r.connector.clone()).collect(),
-            mint_rows,
-            index_of_id,
-            reads: vec![0; names.len()],
-            flips,
-        }
-    }
-
-    fn account(&self, index: usize, status: AccountStatus) -> GatewayReply {
-        GatewayReply::Account(Some(Account {
-            connection_id: self.mint_rows[index]
-                .connection_id
-                .clone()
-                .expect("minted with an id"),
-            connector: self.names[index].clone(),
-            status,
-            status_reason: None,
-        }))
-    }
-
-    fn answer(&mut self, call: &GatewayCall) -> GatewayReply {
-        match call {
-            GatewayCall::Mint(_) => GatewayReply::Minted(self.mint_rows.clone()),
-            GatewayCall::Account { connection_id, .. } => {
-                let index = self.index_of_id[connection_id];
-                self.reads[index] += 1;
-                let status = if self.reads[index] >= self.flips[index] {
-                    AccountStatus::Active
-                } else {
-                    AccountStatus::Pending
-                };
-                GatewayReply::Account(Some(Account {
-                    connection_id: connection_id.clone(),
-                    connector: self.names[index].clone(),
-                    status,
-                    status_reason: None,
-                }))
-            }
-            GatewayCall::List { .. } => GatewayReply::Connectors(Vec::new()),
-        }
-    }
-}
 
 /// A flow in the watching state (card path, 1 s tick) with the first tick's `n` account
 /// reads in flight, the fake that minted it, and the in-flight reads' call ids in row order.
@@ -218,46 +128,6 @@ fn step_tick(bencher: Bencher, n: usize) {
             drain(&mut flow);
             flow
         });
-}
-
-/// Runs a whole card-path connect from `Flow::start` to `Effect::Return`, and serializes the
-/// returned tool result. Returns the JSON text.
-fn run_lifecycle(args: &Value, config: FlowConfig, gateway: &mut FakeGateway) -> String {
-    let mut now = t0();
-    let mut flow = Flow::start(args, config, ENTROPY, now);
-    let mut result = None;
-    loop {
-        while let Some(effect) = flow.poll_effect() {
-            match effect {
-                Effect::Register { .. } => flow.handle_registered(Ok(()), now),
-                Effect::Call { id, call } => {
-                    let reply = gateway.answer(&call);
-                    flow.handle_gateway(id, Ok(reply), now)
-                        .expect("replies match their calls");
-                }
-                Effect::Emit(event) => drop(black_box(event)),
-                Effect::Close { .. } => {}
-                Effect::Return(tool_result) => result = Some(tool_result.to_json()),
-            }
-        }
-        if flow.is_done() {
-            break;
-        }
-        let wake = flow
-            .poll_timeout()
-            .expect("an open operation always has a deadline");
-        now = wake.at;
-        flow.handle_timeout(now);
-    }
-    result.expect("every flow returns once")
-}
-
-fn lifecycle_inputs(names: &[String], flips: Vec<u32>) -> (Value, FlowConfig, FakeGateway) {
-    (
-        connect_args(names),
-        card_config(Duration::ZERO),
-        FakeGateway::new(names, flips),
-    )
 }
 
 /// The whole connect lifecycle with tick 0; target `i` turns active on its read `2 + i % 2`.

@@ -326,6 +326,18 @@ mod tests {
     }
 
     #[test]
+    fn nesting_past_the_recursion_limit_is_a_parse_error_not_a_stack_overflow() {
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert_eq!(refused(&deep), (Value::Null, -32700));
+        let params = format!(
+            r#"{{"id": 1, "method": "session.create", "params": {{"a": {}1{}}}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        assert_eq!(refused(&params), (Value::Null, -32700));
+    }
+
+    #[test]
     fn a_request_parses_with_defaults() {
         let r = parse_line(br#"{"jsonrpc": "2.0", "id": 7, "method": "session.create"}"#).unwrap();
         assert_eq!(

@@ -975,6 +975,47 @@ mod tests {
         }
     }
 
+    #[test]
+    fn out_of_range_retry_after_values_fall_back_and_huge_ones_are_kept() {
+        for (response, expected) in [
+            (
+                Response::new(429, "{}").with_retry_after("inf"),
+                DEFAULT_RETRY_AFTER,
+            ),
+            (
+                Response::new(429, "{}").with_retry_after("NaN"),
+                DEFAULT_RETRY_AFTER,
+            ),
+            (
+                Response::new(429, "{}").with_retry_after("1e30"),
+                DEFAULT_RETRY_AFTER,
+            ),
+            (
+                Response::new(429, r#"{"retryAfterMs": 1e300}"#),
+                DEFAULT_RETRY_AFTER,
+            ),
+            (
+                Response::new(429, "{}").with_retry_after("1e18"),
+                Duration::from_secs(1_000_000_000_000_000_000),
+            ),
+        ] {
+            let (result, _) = drive(&config(), &account("ca_1"), vec![Ok(response)]);
+            assert_eq!(
+                err(result),
+                GatewayError::RateLimited {
+                    retry_after: expected
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn a_body_nested_past_the_recursion_limit_is_an_invalid_response() {
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        let (result, _) = drive(&config(), &list(), vec![Ok(Response::new(200, deep))]);
+        assert!(matches!(err(result), GatewayError::InvalidResponse(_)));
+    }
+
     // ---- retry ----
 
     #[test]

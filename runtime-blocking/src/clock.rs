@@ -28,9 +28,18 @@ impl Clock {
         self.base + self.base_instant.elapsed()
     }
 
-    /// The monotonic instant of a core timestamp.
+    /// The monotonic instant of a core timestamp. A timestamp further ahead than this
+    /// platform's `Instant` reaches (a deadline or a back-off of centuries, from a flag or a
+    /// gateway's `Retry-After`) maps to an instant that is still centuries away, never a panic.
     pub fn instant_of(&self, at: Timestamp) -> Instant {
-        self.base_instant + (at - self.base)
+        let mut after = at - self.base;
+        loop {
+            if let Some(instant) = self.base_instant.checked_add(after) {
+                return instant;
+            }
+            // Ends: `base_instant + 0` always exists.
+            after /= 2;
+        }
     }
 }
 
@@ -80,5 +89,12 @@ mod tests {
         let gap = clock.instant_of(later) - clock.instant_of(now);
         assert_eq!(gap, Duration::from_millis(250));
         assert_ne!(entropy(), entropy());
+    }
+
+    #[test]
+    fn the_farthest_timestamp_maps_to_a_far_instant() {
+        let clock = Clock::new();
+        let far = clock.instant_of(Timestamp::from_nanos(u64::MAX));
+        assert!(far > clock.instant_of(clock.now()) + Duration::from_secs(100 * 365 * 86_400));
     }
 }

@@ -34,7 +34,11 @@ fn batched(at: Instant, reason: WakeReason, now: Instant) -> Instant {
     let since = at.saturating_duration_since(origin).as_nanos();
     let grid = BATCH_GRID.as_nanos();
     let slots = since.div_ceil(grid);
-    origin + Duration::from_nanos(u64::try_from(slots * grid).unwrap_or(u64::MAX))
+    // A slot past what `Instant` holds is not batched: the exact instant is never earlier.
+    u64::try_from(slots * grid)
+        .ok()
+        .and_then(|nanos| origin.checked_add(Duration::from_nanos(nanos)))
+        .unwrap_or(at)
 }
 
 /// Hands an operation's gateway calls to its driver future.
@@ -173,5 +177,8 @@ mod tests {
         assert_eq!(batched(far, WakeReason::Deadline, now), far);
         let backoff = batched(far, WakeReason::Backoff, now);
         assert!(backoff >= far && backoff < far + BATCH_GRID);
+        // Past 584 years the grid's nanoseconds leave u64: the wake stays exact.
+        let farthest = now + Duration::from_secs(1 << 40);
+        assert!(batched(farthest, WakeReason::Tick, now) >= farthest);
     }
 }

@@ -177,6 +177,24 @@ fn a_429_backs_off_every_live_target_until_retry_after() {
 }
 
 #[test]
+fn a_429_asking_for_centuries_saturates_and_the_deadline_still_fires() {
+    // `Retry-After: 1e18` parses to a valid Duration; now + it saturates instead of
+    // overflowing, and the back-off never hides the deadline.
+    let limited = Step::Fail(GatewayError::RateLimited {
+        retry_after: Duration::MAX,
+    });
+    let gw = ScriptedGateway::new().script("gmail", vec![limited]);
+    let out = Sim::new(gw)
+        .tick(1.0)
+        .deadline(5.0)
+        .run(connect(&["gmail"]));
+    assert_clean(&out);
+    assert_eq!(out.json()["settled_by"], "deadline");
+    assert_eq!(out.returned_at, Some(Duration::from_secs(5)));
+    assert_eq!(out.gateway.reads.len(), 1, "no read during the back-off");
+}
+
+#[test]
 fn read_timeouts_are_the_time_left_clamped_to_one_and_ten_seconds() {
     let out = Sim::new(ScriptedGateway::new())
         .tick(2.0)

@@ -584,7 +584,7 @@ impl Flow {
     fn op(&self) -> &Operation {
         self.op
             .as_ref()
-            .expect("connect and reconnect flows always have an operation")
+            .expect("invariant: only connect/reconnect flows get here; Flow::start gave them an op")
     }
 
     fn push(&mut self, effect: Effect) {

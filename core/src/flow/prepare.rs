@@ -170,7 +170,9 @@ impl Flow {
             }
             let name = row.name.clone();
             let detail: Text = tool::misroute_detail(&name).into();
-            let op = self.op.as_mut().expect("prepare has an operation");
+            let op = self.op.as_mut().expect(
+                "invariant: only connect/reconnect flows prepare, and they have an operation",
+            );
             if let Ok(change) = op.refresh(&name, None, Some(detail), Actor::BackendWatcher) {
                 self.on_change(change, now);
                 misrouted += 1;

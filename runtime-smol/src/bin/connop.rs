@@ -9,6 +9,7 @@ use connop_smol::gateway::api::executor::Executor;
 use connop_smol::gateway::commands::{self, ConnectOptions, GatewayOptions, ListenAddr};
 use connop_smol::gateway::lease;
 use connop_smol::gateway::peer::{self, DmOptions};
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -297,7 +298,8 @@ fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
-            eprintln!("connop: {message}");
+            // Not `eprintln!`: with stderr gone the exit code still tells.
+            let _ = writeln!(std::io::stderr(), "connop: {message}");
             ExitCode::FAILURE
         }
     }

@@ -586,7 +586,12 @@ impl Api {
             let mut sent = 0;
             loop {
                 let listener = cell.changed.listen();
-                let fresh: Vec<RunEvent> = lock(&cell.run).events()[sent..].to_vec();
+                // Events are only ever appended, so `sent` never passes their count.
+                let fresh: Vec<RunEvent> = lock(&cell.run)
+                    .events()
+                    .get(sent..)
+                    .unwrap_or_default()
+                    .to_vec();
                 for event in &fresh {
                     let frame = format!("event: {}\ndata: {}\n\n", event.event, event.data);
                     if tx.send(Ok(Frame::data(Bytes::from(frame)))).await.is_err() {

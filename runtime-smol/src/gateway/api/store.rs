@@ -227,8 +227,8 @@ impl Store {
                         r.get(0)?,
                         r.get(1)?,
                         RunStatus::parse(&status).unwrap_or(RunStatus::Interrupted),
-                        Timestamp::from_unix(std::time::Duration::from_secs_f64(r.get::<_, f64>(3)?.max(0.0))),
-                        Timestamp::from_unix(std::time::Duration::from_secs_f64(r.get::<_, f64>(4)?.max(0.0))),
+                        stored_time(r.get(3)?),
+                        stored_time(r.get(4)?),
                         r.get(5)?,
                         r.get(6)?,
                         last.as_deref().and_then(event_name),
@@ -237,6 +237,16 @@ impl Store {
             )
             .optional()
             .map_err(sql)
+    }
+}
+
+/// A stored time (float seconds) as a timestamp. The file may hold anything a REAL can:
+/// negative and NaN read as the epoch, infinite or too large saturate (never a panic).
+fn stored_time(secs: f64) -> Timestamp {
+    match std::time::Duration::try_from_secs_f64(secs) {
+        Ok(since_epoch) => Timestamp::from_unix(since_epoch),
+        Err(_) if secs > 0.0 => Timestamp::from_nanos(u64::MAX),
+        Err(_) => Timestamp::EPOCH,
     }
 }
 
@@ -307,5 +317,32 @@ mod tests {
         assert_eq!(live.to_json()["last_event"], "run.interrupted");
         assert!(store.run("run_none").unwrap().is_none());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn stored_times_out_of_range_read_back_without_panicking() {
+        let store = Store::in_memory(t(0)).unwrap();
+        // 9e999 is how SQL writes +infinity into a REAL.
+        for (id, created, updated) in [
+            ("run_inf", "9e999", "-9e999"),
+            ("run_huge", "1e300", "-1.5"),
+        ] {
+            store
+                .db()
+                .execute_batch(&format!(
+                    "INSERT INTO runs (run_id, session_id, status, created_at, updated_at)
+                     VALUES ('{id}', 's', 'completed', {created}, {updated})"
+                ))
+                .unwrap();
+        }
+        let inf = store.run("run_inf").unwrap().unwrap();
+        assert_eq!(inf.created_at(), Timestamp::from_nanos(u64::MAX));
+        assert_eq!(inf.updated_at(), Timestamp::EPOCH);
+        let huge = store.run("run_huge").unwrap().unwrap();
+        assert_eq!(huge.created_at(), Timestamp::from_nanos(u64::MAX));
+        assert_eq!(huge.updated_at(), Timestamp::EPOCH);
+        assert!(huge.to_json()["created_at"].is_number());
+        assert_eq!(stored_time(f64::NAN), Timestamp::EPOCH);
+        assert_eq!(stored_time(1.5), Timestamp::from_nanos(1_500_000_000));
     }
 }

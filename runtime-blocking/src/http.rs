@@ -8,10 +8,27 @@ use connop_core::gateway::{
     Account, BlockingGateway, ConnectorRow, GatewayCall, GatewayError, GatewayReply, MintRequest,
     MintRow,
 };
-use connop_core::wire::{self, Answer, ClientConfig, Exchange, TransportError};
+use connop_core::wire::{self, Answer, ClientConfig, Exchange, Method, TransportError};
+use isahc::HttpClient;
 use isahc::config::Configurable;
-use isahc::{HttpClient, ReadResponseExt};
+use std::io::Read;
 use std::time::Duration;
+
+/// The largest answer body read. A tool-gateway answer is a few KiB (a list page holds at most
+/// 50 rows); past this the transfer is abandoned, so a gateway cannot make the client buffer
+/// without bound. Such a request did not complete: a transport failure.
+pub const MAX_BODY: u64 = 4 << 20;
+
+/// The transport failure of an answer longer than [`MAX_BODY`].
+pub fn too_large() -> TransportError {
+    TransportError::Failed(format!("the answer is larger than {} MiB", MAX_BODY >> 20))
+}
+
+/// An isahc client for the mint, whose connections are never reused: curl resends a request
+/// whose reused connection closed before any answer byte, and a mint is never sent twice.
+pub fn mint_client() -> Result<HttpClient, isahc::Error> {
+    HttpClient::builder().connection_cache_size(0).build()
+}
 
 /// The environment variable that names an external tool gateway's origin.
 pub const URL_VAR: &str = "CONNECTOR_GATEWAY_URL";
@@ -85,22 +102,35 @@ pub fn to_wire<B>(response: &isahc::Response<B>, body: Vec<u8>) -> wire::Respons
 }
 
 /// The tool gateway over HTTP, blocking the calling thread for each call. One isahc client
-/// per gateway, so connections are reused across calls.
+/// per gateway, so connections are reused across calls — except by the mint.
 #[derive(Debug)]
 pub struct HttpGateway {
     config: ClientConfig,
     client: HttpClient,
+    /// The mint's client: see [`mint_client`].
+    mint_client: HttpClient,
 }
 
 impl HttpGateway {
-    /// A gateway client for `config` with its own isahc client.
+    /// A gateway client for `config` with its own isahc clients.
     pub fn new(config: ClientConfig) -> Result<Self, HttpError> {
-        Ok(HttpGateway::with_client(config, HttpClient::new()?))
+        Ok(HttpGateway::with_clients(
+            config,
+            HttpClient::new()?,
+            mint_client()?,
+        ))
     }
 
-    /// A gateway client on a caller-built isahc client (proxies, TLS roots, shared pools).
-    pub fn with_client(config: ClientConfig, client: HttpClient) -> Self {
-        HttpGateway { config, client }
+    /// A gateway client on caller-built isahc clients (proxies, TLS roots, shared pools):
+    /// `client` for the reads, `mint_client` for the mint. Build `mint_client` with
+    /// `connection_cache_size(0)` (as [`mint_client`] does): on a reused connection curl may
+    /// send a mint twice.
+    pub fn with_clients(config: ClientConfig, client: HttpClient, mint_client: HttpClient) -> Self {
+        HttpGateway {
+            config,
+            client,
+            mint_client,
+        }
     }
 
     /// The gateway the environment names; `Ok(None)` when `CONNECTOR_GATEWAY_URL` is unset.
@@ -114,11 +144,24 @@ impl HttpGateway {
         &self.config
     }
 
-    /// Sends one wire request and reads the whole answer.
+    /// Sends one wire request and reads the whole answer (at most [`MAX_BODY`] bytes of it).
     pub fn send(&self, request: &wire::Request) -> Answer {
+        // The mint is the API's only POST.
+        let client = match request.method {
+            Method::Post => &self.mint_client,
+            Method::Get => &self.client,
+        };
         let request: isahc::Request<isahc::Body> = to_isahc(request)?;
-        let mut response = self.client.send(request).map_err(|e| transport_error(&e))?;
-        let body = response.bytes().map_err(body_error)?;
+        let mut response = client.send(request).map_err(|e| transport_error(&e))?;
+        let mut body = Vec::new();
+        response
+            .body_mut()
+            .take(MAX_BODY + 1)
+            .read_to_end(&mut body)
+            .map_err(body_error)?;
+        if body.len() as u64 > MAX_BODY {
+            return Err(too_large());
+        }
         Ok(to_wire(&response, body))
     }
 
@@ -184,6 +227,44 @@ mod tests {
     use std::net::TcpListener;
 
     const SECOND: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn a_mint_is_sent_once_when_the_gateway_drops_it_even_after_warm_calls() {
+        use connop_fixtures::sim_gateway::{SimGateway, SimOptions};
+        let sim = SimGateway::start(SimOptions::default().token("t")).unwrap();
+        let config = ClientConfig::new(sim.url(), Some("t".into()));
+        let gateway = HttpGateway::new(config).unwrap();
+        // Connections that a keep-alive client would reuse.
+        gateway.list(None).unwrap();
+        gateway.mint(&mint_request()).unwrap();
+        let reset = json!({"faults": [{"route": "mint", "reset": true}]});
+        sim.queue_faults(reset).unwrap();
+        let err = gateway.mint(&mint_request()).unwrap_err();
+        assert!(matches!(err, GatewayError::Transport(_)), "{err:?}");
+        let mints = sim
+            .log()
+            .iter()
+            .filter(|r| r.path == "/v1/connectors/connections")
+            .count();
+        assert_eq!(mints, 2, "the dropped mint was sent again");
+    }
+
+    #[test]
+    fn a_body_past_the_limit_is_abandoned_as_a_transport_failure() {
+        let big = "x".repeat(MAX_BODY as usize + 1);
+        let server = Server::start(vec![Canned::Reply {
+            status: 200,
+            headers: Vec::new(),
+            body: big,
+        }]);
+        let gateway = HttpGateway::new(server.config()).unwrap();
+        let err = gateway.mint(&mint_request()).unwrap_err();
+        assert_eq!(
+            err,
+            GatewayError::Transport("the answer is larger than 4 MiB".into())
+        );
+        assert_eq!(server.finish().len(), 1);
+    }
 
     #[test]
     fn every_route_sends_the_token_and_content_type() {

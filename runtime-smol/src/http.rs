@@ -5,33 +5,47 @@
 //! the executor, and many calls share one client (and its connections).
 
 use connop_blocking::http::{
-    HttpError, body_error, env_config, to_isahc, to_wire, transport_error,
+    HttpError, MAX_BODY, body_error, env_config, mint_client, to_isahc, to_wire, too_large,
+    transport_error,
 };
 use connop_core::gateway::{
     Account, AsyncGateway, BoxFuture, ConnectorRow, GatewayCall, GatewayError, GatewayReply,
     MintRequest, MintRow,
 };
-use connop_core::wire::{self, Answer, ClientConfig, Exchange, Step};
-use isahc::{AsyncReadResponseExt, HttpClient};
+use connop_core::wire::{self, Answer, ClientConfig, Exchange, Method, Step};
+use futures_lite::io::AsyncReadExt;
+use isahc::HttpClient;
 use std::time::Duration;
 
 /// The tool gateway over HTTP for async hosts. One isahc client per gateway, so connections
-/// are reused across calls and across concurrent operations.
+/// are reused across calls and across concurrent operations — except by the mint.
 #[derive(Debug)]
 pub struct AsyncHttpGateway {
     config: ClientConfig,
     client: HttpClient,
+    /// The mint's client: see [`mint_client`].
+    mint_client: HttpClient,
 }
 
 impl AsyncHttpGateway {
-    /// A gateway client for `config` with its own isahc client.
+    /// A gateway client for `config` with its own isahc clients.
     pub fn new(config: ClientConfig) -> Result<Self, HttpError> {
-        Ok(AsyncHttpGateway::with_client(config, HttpClient::new()?))
+        Ok(AsyncHttpGateway::with_clients(
+            config,
+            HttpClient::new()?,
+            mint_client()?,
+        ))
     }
 
-    /// A gateway client on a caller-built isahc client (proxies, TLS roots, shared pools).
-    pub fn with_client(config: ClientConfig, client: HttpClient) -> Self {
-        AsyncHttpGateway { config, client }
+    /// A gateway client on caller-built isahc clients (proxies, TLS roots, shared pools):
+    /// `client` for the reads, `mint_client` for the mint. Build `mint_client` with
+    /// `connection_cache_size(0)`: on a reused connection curl may send a mint twice.
+    pub fn with_clients(config: ClientConfig, client: HttpClient, mint_client: HttpClient) -> Self {
+        AsyncHttpGateway {
+            config,
+            client,
+            mint_client,
+        }
     }
 
     /// The gateway the environment names; `Ok(None)` when `CONNECTOR_GATEWAY_URL` is unset.
@@ -45,15 +59,28 @@ impl AsyncHttpGateway {
         &self.config
     }
 
-    /// Sends one wire request and reads the whole answer.
+    /// Sends one wire request and reads the whole answer (at most [`MAX_BODY`] bytes of it).
     pub async fn send(&self, request: &wire::Request) -> Answer {
+        // The mint is the API's only POST.
+        let client = match request.method {
+            Method::Post => &self.mint_client,
+            Method::Get => &self.client,
+        };
         let request: isahc::Request<isahc::AsyncBody> = to_isahc(request)?;
-        let mut response = self
-            .client
+        let mut response = client
             .send_async(request)
             .await
             .map_err(|e| transport_error(&e))?;
-        let body = response.bytes().await.map_err(body_error)?;
+        let mut body = Vec::new();
+        response
+            .body_mut()
+            .take(MAX_BODY + 1)
+            .read_to_end(&mut body)
+            .await
+            .map_err(body_error)?;
+        if body.len() as u64 > MAX_BODY {
+            return Err(too_large());
+        }
         Ok(to_wire(&response, body))
     }
 
@@ -258,6 +285,46 @@ mod tests {
             );
         });
         assert_eq!(server.finish().len(), 3);
+    }
+
+    #[test]
+    fn a_mint_is_sent_once_when_the_gateway_drops_it_even_after_warm_calls() {
+        use connop_fixtures::sim_gateway::{SimGateway, SimOptions};
+        let sim = SimGateway::start(SimOptions::default().token("t")).unwrap();
+        let config = ClientConfig::new(sim.url(), Some("t".into()));
+        let gateway = AsyncHttpGateway::new(config).unwrap();
+        smol::block_on(async {
+            // Connections that a keep-alive client would reuse.
+            gateway.list(None).await.unwrap();
+            gateway.mint(&mint_request()).await.unwrap();
+            let reset = json!({"faults": [{"route": "mint", "reset": true}]});
+            sim.queue_faults(reset).unwrap();
+            let err = gateway.mint(&mint_request()).await.unwrap_err();
+            assert!(matches!(err, GatewayError::Transport(_)), "{err:?}");
+        });
+        let mints = sim
+            .log()
+            .iter()
+            .filter(|r| r.path == "/v1/connectors/connections")
+            .count();
+        assert_eq!(mints, 2, "the dropped mint was sent again");
+    }
+
+    #[test]
+    fn a_body_past_the_limit_is_abandoned_as_a_transport_failure() {
+        let big = "x".repeat(MAX_BODY as usize + 1);
+        let server = Server::start(vec![Canned::Reply {
+            status: 200,
+            headers: Vec::new(),
+            body: big,
+        }]);
+        let gateway = AsyncHttpGateway::new(server.config()).unwrap();
+        let err = smol::block_on(gateway.mint(&mint_request())).unwrap_err();
+        assert_eq!(
+            err,
+            GatewayError::Transport("the answer is larger than 4 MiB".into())
+        );
+        assert_eq!(server.finish().len(), 1);
     }
 
     #[test]

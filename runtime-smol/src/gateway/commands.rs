@@ -258,10 +258,11 @@ async fn accept_all<S>(
             stream.clone(),
             stream,
         ));
-        connections
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(task);
+        let mut connections = connections.lock().unwrap_or_else(|p| p.into_inner());
+        // Only live connections are kept for shutdown: a finished one's task is dropped here,
+        // or every connection ever served would stay allocated.
+        connections.retain(|task| !task.is_finished());
+        connections.push(task);
     }
 }
 
@@ -346,7 +347,8 @@ pub fn run_connect(options: ConnectOptions) -> Result<(), String> {
             if live {
                 draw();
             } else if let Some(line) = super::card::change_line(event) {
-                eprintln!("{line}");
+                // A closed stderr (its reader went away) must not panic the operation.
+                let _ = writeln!(std::io::stderr(), "{line}");
             }
         })
     };
@@ -440,7 +442,11 @@ pub fn run_connect(options: ConnectOptions) -> Result<(), String> {
     } else {
         serde_json::to_string_pretty(&result).unwrap_or_default()
     };
-    println!("{text}");
+    // Not `println!`: a stdout whose reader went away is an error exit, not a panic.
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{text}")
+        .and_then(|()| stdout.flush())
+        .map_err(|e| format!("cannot write the result: {e}"))?;
     drop(tool);
     Ok(())
 }

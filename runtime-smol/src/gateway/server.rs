@@ -272,17 +272,29 @@ impl Gateway {
         Ok(json!({"session_id": &*id, "session_key": &*key, "source": source}))
     }
 
+    /// Interrupts, then forgets the session (SPEC §7). The interrupt settles its open
+    /// operation before returning, so the settle frame still reaches the session's owner and
+    /// the session key is never free while that operation is open.
     fn close_session(&self, session_id: &str) {
-        let removed = {
-            let mut sessions = self.sessions();
-            let removed = sessions.by_id.remove(session_id);
-            if let Some(session) = &removed {
+        let Some((owner, interrupt)) = self
+            .sessions()
+            .by_id
+            .get(session_id)
+            .map(|s| (s.owner.id, s.interrupt.clone()))
+        else {
+            return;
+        };
+        // Not under the lock: the settle frame's routing takes it.
+        interrupt.trigger();
+        let mut sessions = self.sessions();
+        if sessions
+            .by_id
+            .get(session_id)
+            .is_some_and(|s| s.owner.id == owner)
+        {
+            if let Some(session) = sessions.by_id.remove(session_id) {
                 sessions.id_of_key.remove(&session.key);
             }
-            removed
-        };
-        if let Some(session) = removed {
-            session.interrupt.trigger();
         }
     }
 

@@ -123,6 +123,18 @@ impl Lines {
         })
     }
 
+    /// Waits for an event of `kind` whose params (`type`, `session_id`, `payload`) satisfy
+    /// `want`; returns them.
+    pub fn event_where(&self, kind: &str, want: impl Fn(&Value) -> bool) -> Value {
+        self.wait_for(&format!("{kind} event"), |inbox| {
+            inbox
+                .events
+                .iter()
+                .find(|e| e["type"] == kind && want(e))
+                .cloned()
+        })
+    }
+
     /// Waits for an event of `kind` whose payload satisfies `want`; returns its params.
     pub fn event(&self, kind: &str, want: impl Fn(&Value) -> bool) -> Value {
         self.wait_for(&format!("{kind} event"), |inbox| {
@@ -214,7 +226,20 @@ pub struct Gateway {
 impl Gateway {
     /// Starts `connop gateway` with these extra arguments.
     pub fn start(args: &[&str]) -> Self {
+        Gateway::start_with(connop(), args)
+    }
+
+    /// Starts `connop gateway` with these extra arguments against the tool gateway at `url`
+    /// (`CONNECTOR_GATEWAY_URL`) with bearer `token`: no embedded simulated gateway.
+    pub fn start_against(url: &str, token: &str, args: &[&str]) -> Self {
         let mut command = connop();
+        command
+            .env("CONNECTOR_GATEWAY_URL", url)
+            .env("CONNECTOR_GATEWAY_TOKEN", token);
+        Gateway::start_with(command, args)
+    }
+
+    fn start_with(mut command: Command, args: &[&str]) -> Self {
         command
             .arg("gateway")
             .args(args)
@@ -246,6 +271,13 @@ impl Gateway {
     /// The process id.
     pub fn pid(&self) -> u32 {
         self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// Whether the process is still running (it has not exited, by a panic or otherwise).
+    pub fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|child| child.try_wait().is_ok_and(|status| status.is_none()))
     }
 
     /// Closes stdin and waits for the exit, returning the status and how long it took.
@@ -321,4 +353,39 @@ pub fn http_get(url: &str) -> u16 {
     let mut response = isahc::get(url).expect("the link answers");
     let _ = response.text();
     response.status().as_u16()
+}
+
+/// A size field of `/proc/<pid>/status` (`VmRSS`, `VmHWM`, …) in KiB.
+pub fn proc_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
+/// How many file descriptors the process has open.
+pub fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("/proc fd")
+        .count()
+}
+
+/// The TCP states (`/proc/net/tcp` codes, e.g. `01` established, `08` close-wait) of every
+/// IPv4 socket whose local port is `port`, listening sockets excluded: on loopback these are
+/// the server's side of each accepted connection that the server has not closed yet.
+pub fn accepted_sockets(port: u16) -> Vec<String> {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let local_port = fields.get(1)?.rsplit_once(':')?.1;
+            let state = *fields.get(3)?;
+            (u16::from_str_radix(local_port, 16).ok()? == port && state != "0A")
+                .then(|| state.to_owned())
+        })
+        .collect()
 }

@@ -228,20 +228,18 @@ impl OpHandle {
     /// Feeds one input under the lock, then executes what it caused (or waits for the pump
     /// that does), and returns the input's own answer.
     pub fn apply<R>(&self, input: impl FnOnce(&mut Flow, Timestamp) -> R) -> R {
-        let (answer, mark, rearm) = {
+        let (answer, mark) = {
             let mut state = self.0.lock();
             let now = self.0.env.clock.now();
-            let before = state.flow.poll_timeout();
             let answer = input(&mut state.flow, now);
-            // An input may move the next wake-up without producing any effect (the last
-            // read of a tick plans the next one): the waiting driver must re-arm.
-            let rearm = state.flow.poll_timeout() != before;
-            (answer, state.flow.effect_counts().0, rearm)
+            (answer, state.flow.effect_counts().0)
         };
         self.pump_until(mark);
-        if rearm {
-            self.wake_driver();
-        }
+        // Last, once this input's effects ran and no lock of the operation is held any more:
+        // a driver woken earlier could preempt this thread while it still holds one. Also
+        // covers an input that moved only the next wake-up (the last read of a tick plans the
+        // next one): the driver re-arms.
+        self.wake_driver();
         answer
     }
 
@@ -287,7 +285,6 @@ impl OpHandle {
                         state.pump = None;
                         drop(state);
                         self.0.executed.notify(usize::MAX);
-                        self.wake_driver();
                         return;
                     }
                 }
@@ -314,8 +311,8 @@ impl OpHandle {
                 }
             }
             Effect::Close { key, op_id } => env.registry.close(&key, op_id),
-            // The waiting caller is woken when the pump ends, once the operation is idle:
-            // waking it here would have it contend for the lock the pump still needs.
+            // The waiting caller is woken when the input that caused this returns (see
+            // `apply`): waking it here would have it contend for the lock the pump still needs.
             Effect::Return(result) => self.0.lock().result = Some(*result),
         }
     }
@@ -325,11 +322,11 @@ impl OpHandle {
     fn wake_driver(&self) {
         use std::sync::atomic::Ordering;
         self.0.dirty.store(true, Ordering::Release);
-        let parked = self.0.parked.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(thread) = parked.as_ref() {
+        let parked = self.0.parked.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        // The driver's own changes need no wake-up: it reads the state before it parks.
+        if let Some(thread) = parked.filter(|t| t.id() != std::thread::current().id()) {
             thread.unpark();
         }
-        drop(parked);
         let waker = self
             .0
             .waker

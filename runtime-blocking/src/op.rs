@@ -322,7 +322,12 @@ impl OpHandle {
     fn wake_driver(&self) {
         use std::sync::atomic::Ordering;
         self.0.dirty.store(true, Ordering::Release);
-        let parked = self.0.parked.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let parked = self
+            .0
+            .parked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         // The driver's own changes need no wake-up: it reads the state before it parks.
         if let Some(thread) = parked.filter(|t| t.id() != std::thread::current().id()) {
             thread.unpark();

@@ -3,7 +3,7 @@
 use crate::calls::{InlineCalls, WorkerCalls};
 use crate::clock::{Clock, entropy};
 use crate::interrupt::Interrupt;
-use crate::op::{CallStarter, EventSink, OpEnv, OpHandle};
+use crate::op::{CallStarter, DriverStep, EventSink, OpEnv, OpHandle};
 use crate::registry::SharedRegistry;
 use connop_core::flow::{DEFAULT_TICK, Flow, FlowConfig, Surface};
 use connop_core::gateway::BlockingGateway;
@@ -141,13 +141,14 @@ pub fn run_to_end(op: &OpHandle) -> ToolResult {
     op.pump();
     // `unpark` leaves a token when it comes before `park`, so no wake-up is lost between
     // reading the state and parking.
-    while !op.is_finished() {
-        match op.next_wake() {
-            Some(at) if Instant::now() >= at => op.fire_timers(),
-            Some(at) => std::thread::park_timeout(at - Instant::now()),
-            None => std::thread::park(),
+    loop {
+        match op.driver_step() {
+            DriverStep::Finished(result) => return result,
+            DriverStep::FireTimers => op.fire_timers(),
+            DriverStep::Sleep(Some(at)) => {
+                std::thread::park_timeout(at.saturating_duration_since(Instant::now()))
+            }
+            DriverStep::Sleep(None) => std::thread::park(),
         }
     }
-    op.result()
-        .unwrap_or_else(|| ToolResult::Error("the operation ended without a result".into()))
 }

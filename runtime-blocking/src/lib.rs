@@ -25,5 +25,5 @@ pub use calls::{InlineCalls, WorkerCalls};
 pub use clock::Clock;
 pub use host::{ToolContext, manage_connections, run_to_end, run_tool_call};
 pub use interrupt::Interrupt;
-pub use op::{CallStarter, EventSink, OpEnv, OpHandle};
+pub use op::{CallStarter, DriverStep, EventSink, OpEnv, OpHandle};
 pub use registry::SharedRegistry;

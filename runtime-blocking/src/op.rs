@@ -75,6 +75,17 @@ pub struct OpShared {
     dirty: std::sync::atomic::AtomicBool,
 }
 
+/// The next move of a blocking driver ([`OpHandle::driver_step`]).
+#[derive(Debug)]
+pub enum DriverStep {
+    /// The tool call returned this result and nothing is left to run.
+    Finished(ToolResult),
+    /// A timer is due.
+    FireTimers,
+    /// Nothing to do until this instant (`None`: until woken).
+    Sleep(Option<std::time::Instant>),
+}
+
 /// A cloneable, thread-safe handle on a running operation: the SPEC §11 operation handle.
 #[derive(Clone)]
 pub struct OpHandle(pub(crate) Arc<OpShared>);
@@ -212,6 +223,28 @@ impl OpHandle {
     ) -> Option<(std::time::Instant, connop_core::flow::WakeReason)> {
         let wake = self.0.lock().flow.poll_timeout()?;
         Some((self.0.env.clock.instant_of(wake.at), wake.reason))
+    }
+
+    /// What a blocking driver does next, read under one lock: take the result, fire the due
+    /// timers, or sleep until the next wake-up (`None`: until woken).
+    pub fn driver_step(&self) -> DriverStep {
+        let state = self.0.lock();
+        if state.flow.is_done() {
+            if let Some(result) = &state.result {
+                return DriverStep::Finished(result.clone());
+            }
+        }
+        match state.flow.poll_timeout() {
+            None => DriverStep::Sleep(None),
+            Some(wake) => {
+                let at = self.0.env.clock.instant_of(wake.at);
+                if std::time::Instant::now() >= at {
+                    DriverStep::FireTimers
+                } else {
+                    DriverStep::Sleep(Some(at))
+                }
+            }
+        }
     }
 
     /// Whether the tool call returned and nothing is left to run.

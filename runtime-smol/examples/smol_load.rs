@@ -1,7 +1,7 @@
 //! Load test of the smol runtime: many card-path operations on ONE executor thread, against
 //! a lean in-process gateway that answers at once.
 //!
-//! `cargo run --release -p connop-smol --example load -- [OPS] [WATCH_SECS] [PARK_SECS]`
+//! `cargo run --release -p connop-smol --example smol_load -- [OPS] [WATCH_SECS] [PARK_SECS]`
 //! (defaults 10000, 30, 10).
 //!
 //! - Idle baseline: the executor runs nothing but a PARK_SECS timer.

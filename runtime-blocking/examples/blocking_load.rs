@@ -1,7 +1,7 @@
 //! Load test of the blocking runtime: many card-path operations, one thread each (small
 //! stacks), gateway calls inline against a lean in-process gateway that answers at once.
 //!
-//! `cargo run --release -p connop-blocking --example load -- [OPS] [WATCH_SECS] [PARK_SECS]`
+//! `cargo run --release -p connop-blocking --example blocking_load -- [OPS] [WATCH_SECS] [PARK_SECS]`
 //! (defaults 1000, 30, 10).
 //!
 //! - Idle baseline: the main thread sleeps PARK_SECS.

@@ -119,31 +119,49 @@ impl<G: ?Sized> Clone for ToolContext<G> {
 /// JSON. On the card path it blocks until the operation settles; other threads reach it
 /// through the registry's [`OpHandle`] or the context's [`Interrupt`].
 pub fn manage_connections(args: &Value, context: &ToolContext<dyn BlockingGateway>) -> Value {
-    run_tool_call(args, context).to_value()
+    let op = start_tool_call(args, context);
+    drive(&op);
+    // Serialized by the thread that settled the operation, while this one slept.
+    op.take_result_json()
+        .unwrap_or_else(|| result_of(&op).to_value())
 }
 
 /// [`manage_connections`], returning the typed result.
 pub fn run_tool_call(args: &Value, context: &ToolContext<dyn BlockingGateway>) -> ToolResult {
+    run_to_end(&start_tool_call(args, context))
+}
+
+fn start_tool_call(args: &Value, context: &ToolContext<dyn BlockingGateway>) -> OpHandle {
     let calls: Arc<dyn CallStarter> = if context.inline_calls {
         Arc::new(InlineCalls(context.gateway.clone()))
     } else {
         Arc::new(WorkerCalls::new(context.gateway.clone()))
     };
-    let op = context.start(args, calls);
-    run_to_end(&op)
+    context.start(args, calls)
 }
 
 /// Drives an operation on this thread until its tool call returns: executes its effects, and
 /// sleeps until the next timer or the next change, whichever comes first. One re-armable
 /// deadline wait, never slices.
 pub fn run_to_end(op: &OpHandle) -> ToolResult {
+    drive(op);
+    result_of(op)
+}
+
+fn result_of(op: &OpHandle) -> ToolResult {
+    op.result()
+        .unwrap_or_else(|| ToolResult::Error("the operation ended without a result".into()))
+}
+
+/// The loop of [`run_to_end`], which stops once the result is in without taking it.
+fn drive(op: &OpHandle) {
     op.park_here();
     op.pump();
     // `unpark` leaves a token when it comes before `park`, so no wake-up is lost between
     // reading the state and parking.
     loop {
         match op.driver_step() {
-            DriverStep::Finished(result) => return result,
+            DriverStep::Finished => return,
             DriverStep::FireTimers => op.fire_timers(),
             DriverStep::Sleep(Some(at)) => {
                 std::thread::park_timeout(at.saturating_duration_since(Instant::now()))

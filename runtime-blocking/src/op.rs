@@ -56,6 +56,9 @@ struct State {
     executed: u64,
     pump: Option<ThreadId>,
     result: Option<ToolResult>,
+    /// The result as JSON, serialized by the thread that executed the `Return` effect (see
+    /// [`OpHandle::take_result_json`]).
+    result_json: Option<serde_json::Value>,
 }
 
 /// The shared part of one operation.
@@ -78,8 +81,8 @@ pub struct OpShared {
 /// The next move of a blocking driver ([`OpHandle::driver_step`]).
 #[derive(Debug)]
 pub enum DriverStep {
-    /// The tool call returned this result and nothing is left to run.
-    Finished(ToolResult),
+    /// The tool call returned ([`OpHandle::result`]) and nothing is left to run.
+    Finished,
     /// A timer is due.
     FireTimers,
     /// Nothing to do until this instant (`None`: until woken).
@@ -120,6 +123,7 @@ impl OpHandle {
             executed: 0,
             pump: None,
             result: None,
+            result_json: None,
         };
         OpHandle(Arc::new(OpShared {
             state: Mutex::new(state),
@@ -151,6 +155,11 @@ impl OpHandle {
     /// The tool result, once returned.
     pub fn result(&self) -> Option<ToolResult> {
         self.0.lock().result.clone()
+    }
+
+    /// The tool result as JSON, taken out once it was returned (`None` before, or once taken).
+    pub fn take_result_json(&self) -> Option<serde_json::Value> {
+        self.0.lock().result_json.take()
     }
 
     /// A card answer (SPEC §5.6). Returns after the effects it caused were executed.
@@ -225,14 +234,12 @@ impl OpHandle {
         Some((self.0.env.clock.instant_of(wake.at), wake.reason))
     }
 
-    /// What a blocking driver does next, read under one lock: take the result, fire the due
-    /// timers, or sleep until the next wake-up (`None`: until woken).
+    /// What a blocking driver does next, read under one lock: stop (the result is in), fire
+    /// the due timers, or sleep until the next wake-up (`None`: until woken).
     pub fn driver_step(&self) -> DriverStep {
         let state = self.0.lock();
-        if state.flow.is_done() {
-            if let Some(result) = &state.result {
-                return DriverStep::Finished(result.clone());
-            }
+        if state.flow.is_done() && state.result.is_some() {
+            return DriverStep::Finished;
         }
         match state.flow.poll_timeout() {
             None => DriverStep::Sleep(None),
@@ -346,7 +353,14 @@ impl OpHandle {
             Effect::Close { key, op_id } => env.registry.close(&key, op_id),
             // The waiting caller is woken when the input that caused this returns (see
             // `apply`): waking it here would have it contend for the lock the pump still needs.
-            Effect::Return(result) => self.0.lock().result = Some(*result),
+            Effect::Return(result) => {
+                // Serialized here, on the thread that settles the operation and whose memory
+                // is warm, rather than by the waiting caller just woken from a long sleep.
+                let json = result.to_value();
+                let mut state = self.0.lock();
+                state.result = Some(*result);
+                state.result_json = Some(json);
+            }
         }
     }
 

@@ -152,7 +152,10 @@ pub async fn run_to_end(op: &OpHandle, calls: &SmolCalls) -> ToolResult {
 /// the card path it completes when the operation settles; other threads and tasks reach it
 /// through the registry's [`OpHandle`] or the context's interrupt handle.
 pub async fn manage_connections(args: &Value, context: &ToolContext<dyn AsyncGateway>) -> Value {
-    run_tool_call(args, context).await.to_value()
+    let calls = Arc::new(SmolCalls::new(context.gateway.clone()));
+    let op = context.start(args, calls.clone());
+    let result = run_to_end(&op, &calls).await;
+    op.take_result_json().unwrap_or_else(|| result.to_value())
 }
 
 /// [`manage_connections`], returning the typed result.

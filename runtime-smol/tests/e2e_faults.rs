@@ -176,6 +176,20 @@ fn connect<W: Write>(c: &mut Client<W>, sid: &str, names: &[&str]) -> u64 {
     )
 }
 
+/// Connects `name` in session `sid`, opens its link (the user consents at the vendor), and
+/// returns the tool result.
+fn connect_at_the_vendor<W: Write>(c: &mut Client<W>, sid: &str, name: &str) -> Value {
+    let manage = connect(c, sid, &[name]);
+    let card = c.lines.event_where("connection.request", |e| {
+        e["session_id"] == sid && e["payload"]["targets"][0]["name"] == name
+    });
+    let link = card["payload"]["targets"][0]["connect_url"]
+        .as_str()
+        .expect("a link");
+    assert_eq!(http_get(link), 200);
+    c.lines.answer(manage)["result"].clone()
+}
+
 /// The card of session `sid` whose first target is `first`: `(op_id, connection id of the
 /// first target)`.
 fn card(lines: &Lines, sid: &str, first: &str) -> (String, String) {
@@ -332,15 +346,7 @@ fn stalls_longer_than_the_read_timeout_settle_by_the_deadline_plus_one_tick() {
     // Slow answers within the timeout: the right result, before the deadline.
     sim.faults(json!([{"route": "account", "delay_ms": 300, "count": 3}]));
     let sent = Instant::now();
-    let manage = connect(c, "s1", &["slack"]);
-    let card = c.lines.event_where("connection.request", |e| {
-        e["payload"]["targets"][0]["name"] == "slack"
-    });
-    let link = card["payload"]["targets"][0]["connect_url"]
-        .as_str()
-        .expect("a link");
-    assert_eq!(http_get(link), 200);
-    let result = c.lines.answer(manage)["result"].clone();
+    let result = connect_at_the_vendor(c, "s1", "slack");
     let took = sent.elapsed().as_secs_f64();
     assert_eq!(result["settled_by"], "all_resolved", "{result}");
     assert_eq!(states(&result), ["connected"]);
@@ -697,15 +703,7 @@ fn garbage_bodies_fail_the_mint_with_the_gateway_error_text_and_nothing_panics()
 
     // Garbage account answers move nothing; the row connects once the reads make sense.
     sim.faults(json!([{"route": "account", "status": 200, "body": "{\"status\": ", "count": 3}]));
-    let manage = connect(c, "g", &["notion"]);
-    let card = c.lines.event_where("connection.request", |e| {
-        e["payload"]["targets"][0]["name"] == "notion"
-    });
-    let link = card["payload"]["targets"][0]["connect_url"]
-        .as_str()
-        .expect("a link");
-    assert_eq!(http_get(link), 200);
-    let result = c.lines.answer(manage)["result"].clone();
+    let result = connect_at_the_vendor(c, "g", "notion");
     assert_eq!(result["settled_by"], "all_resolved", "{result}");
     assert_eq!(states(&result), ["connected"]);
 

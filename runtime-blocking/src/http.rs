@@ -229,44 +229,6 @@ mod tests {
     const SECOND: Duration = Duration::from_secs(1);
 
     #[test]
-    fn a_mint_is_sent_once_when_the_gateway_drops_it_even_after_warm_calls() {
-        use connop_fixtures::sim_gateway::{SimGateway, SimOptions};
-        let sim = SimGateway::start(SimOptions::default().token("t")).unwrap();
-        let config = ClientConfig::new(sim.url(), Some("t".into()));
-        let gateway = HttpGateway::new(config).unwrap();
-        // Connections that a keep-alive client would reuse.
-        gateway.list(None).unwrap();
-        gateway.mint(&mint_request()).unwrap();
-        let reset = json!({"faults": [{"route": "mint", "reset": true}]});
-        sim.queue_faults(reset).unwrap();
-        let err = gateway.mint(&mint_request()).unwrap_err();
-        assert!(matches!(err, GatewayError::Transport(_)), "{err:?}");
-        let mints = sim
-            .log()
-            .iter()
-            .filter(|r| r.path == "/v1/connectors/connections")
-            .count();
-        assert_eq!(mints, 2, "the dropped mint was sent again");
-    }
-
-    #[test]
-    fn a_body_past_the_limit_is_abandoned_as_a_transport_failure() {
-        let big = "x".repeat(MAX_BODY as usize + 1);
-        let server = Server::start(vec![Canned::Reply {
-            status: 200,
-            headers: Vec::new(),
-            body: big,
-        }]);
-        let gateway = HttpGateway::new(server.config()).unwrap();
-        let err = gateway.mint(&mint_request()).unwrap_err();
-        assert_eq!(
-            err,
-            GatewayError::Transport("the answer is larger than 4 MiB".into())
-        );
-        assert_eq!(server.finish().len(), 1);
-    }
-
-    #[test]
     fn every_route_sends_the_token_and_content_type() {
         let server = Server::start(vec![
             reply(

@@ -152,17 +152,25 @@ pub async fn run_to_end(op: &OpHandle, calls: &SmolCalls) -> ToolResult {
 /// the card path it completes when the operation settles; other threads and tasks reach it
 /// through the registry's [`OpHandle`] or the context's interrupt handle.
 pub async fn manage_connections(args: &Value, context: &ToolContext<dyn AsyncGateway>) -> Value {
-    let calls = Arc::new(SmolCalls::new(context.gateway.clone()));
-    let op = context.start(args, calls.clone());
+    let (op, calls) = start_tool_call(args, context);
     let result = run_to_end(&op, &calls).await;
+    // Serialized by the thread that settled the operation.
     op.take_result_json().unwrap_or_else(|| result.to_value())
 }
 
 /// [`manage_connections`], returning the typed result.
 pub async fn run_tool_call(args: &Value, context: &ToolContext<dyn AsyncGateway>) -> ToolResult {
+    let (op, calls) = start_tool_call(args, context);
+    run_to_end(&op, &calls).await
+}
+
+fn start_tool_call(
+    args: &Value,
+    context: &ToolContext<dyn AsyncGateway>,
+) -> (OpHandle, Arc<SmolCalls>) {
     let calls = Arc::new(SmolCalls::new(context.gateway.clone()));
     let op = context.start(args, calls.clone());
-    run_to_end(&op, &calls).await
+    (op, calls)
 }
 
 #[cfg(test)]

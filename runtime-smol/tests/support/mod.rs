@@ -357,11 +357,7 @@ pub fn http_get(url: &str) -> u16 {
 
 /// A size field of `/proc/<pid>/status` (`VmRSS`, `VmHWM`, …) in KiB.
 pub fn proc_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+    connop_fixtures::measure::proc_status_kib(Some(pid), field)
         .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
 }
 

@@ -2,14 +2,18 @@
 //! from another thread at a random moment of a 1 s tick, to the tool result in the waiting
 //! caller's hand.
 //!
-//! `cargo bench -p connop-tests --bench wake_latency [-- OPS [ROUNDS]]`
+//! `cargo bench -p connop-tests --bench wake_latency [-- OPS [ROUNDS [TICK_MS]]]`
 //!
-//! OPS operations (default 500) start together, each on a 1 s tick with one target that
+//! OPS operations (default 500) start together, each on a 1 s tick (or TICK_MS) with one target that
 //! never completes (so each is parked between reads); each gets its input at a random moment
 //! between 0.5 s and 1.5 s after its card, one input at a time, and records when its result
-//! came back. The other operations stay parked and keep ticking meanwhile. The `floor` row
-//! is the same pattern with bare threads parked on a channel: what this machine's scheduler
-//! alone costs to wake a parked thread.
+//! came back. The other operations stay parked and keep ticking meanwhile.
+//!
+//! Two floor rows show what this machine's scheduler alone costs, with no operation at all:
+//! `thread wake` wakes OPS bare threads parked on a channel, each once, as the blocking runtime
+//! wakes each operation's own long-asleep thread; `same thread` wakes one thread OPS times, as
+//! the smol runtime wakes its one executor thread. The gap between the two is the price of a
+//! thread asleep for a second: on a virtual machine, mostly the wake of an idle virtual CPU.
 
 use connop_blocking::{Interrupt, OpHandle, SharedRegistry, ToolContext};
 use connop_core::card::CardAnswer;
@@ -41,7 +45,7 @@ struct Parked {
     carded_at: Instant,
 }
 
-fn measure(runtime: Runtime, kind: Kind, ops: usize, seed: u64) -> Vec<Duration> {
+fn measure(runtime: Runtime, kind: Kind, ops: usize, tick: Duration, seed: u64) -> Vec<Duration> {
     let gateway = SharedGateway::new(ScriptedGateway::new());
     let registry = SharedRegistry::new("/bench/.connop");
     let (parked_tx, parked_rx) = channel::<(usize, Parked)>();
@@ -79,6 +83,7 @@ fn measure(runtime: Runtime, kind: Kind, ops: usize, seed: u64) -> Vec<Duration>
                 ctx.events = Some(events);
                 ctx.interrupt = Some(interrupt);
                 ctx.inline_calls = true;
+                ctx.tick = tick;
                 let (args, done_tx) = (args.clone(), done_tx.clone());
                 workers.push(
                     std::thread::Builder::new()
@@ -102,6 +107,7 @@ fn measure(runtime: Runtime, kind: Kind, ops: usize, seed: u64) -> Vec<Duration>
                     ctx.surface = Surface::Desktop;
                     ctx.events = Some(events);
                     ctx.interrupt = Some(interrupt);
+                    ctx.tick = tick;
                     ctx
                 })
                 .collect();
@@ -180,21 +186,23 @@ fn measure(runtime: Runtime, kind: Kind, ops: usize, seed: u64) -> Vec<Duration>
     latencies
 }
 
-/// The floor: the same pattern with no operation at all. OPS threads park on a channel; each
-/// is woken once at a random moment and timestamps when it runs again.
-fn measure_floor(ops: usize, seed: u64) -> Vec<Duration> {
+/// A floor: the same pattern with no operation at all. Each of OPS inputs wakes a thread
+/// parked on a channel, which timestamps when it runs again: OPS threads woken once each, or
+/// (`same_thread`) one thread woken OPS times.
+fn measure_floor(ops: usize, same_thread: bool, seed: u64) -> Vec<Duration> {
     let (done_tx, done_rx) = channel::<(usize, Instant)>();
-    let mut senders = Vec::with_capacity(ops);
-    let mut workers = Vec::with_capacity(ops);
-    for i in 0..ops {
-        let (tx, rx) = channel::<()>();
+    let threads = if same_thread { 1 } else { ops };
+    let mut senders = Vec::with_capacity(threads);
+    let mut workers = Vec::with_capacity(threads);
+    for _ in 0..threads {
+        let (tx, rx) = channel::<usize>();
         senders.push(tx);
         let done_tx = done_tx.clone();
         workers.push(
             std::thread::Builder::new()
                 .stack_size(256 * 1024)
                 .spawn(move || {
-                    if rx.recv().is_ok() {
+                    while let Ok(i) = rx.recv() {
                         let _ = done_tx.send((i, Instant::now()));
                     }
                 })
@@ -219,13 +227,14 @@ fn measure_floor(ops: usize, seed: u64) -> Vec<Duration> {
             std::thread::sleep(at - now);
         }
         let sent = Instant::now();
-        senders[i].send(()).expect("parked");
+        senders[i % threads].send(i).expect("parked");
         let (j, woke) = done_rx
             .recv_timeout(Duration::from_secs(10))
             .expect("wakes");
         assert_eq!(i, j);
         latencies.push(woke.saturating_duration_since(sent));
     }
+    drop(senders);
     for worker in workers {
         worker.join().expect("worker");
     }
@@ -243,42 +252,52 @@ fn main() {
         .filter_map(|a| a.parse::<usize>().ok());
     let ops = numbers.next().unwrap_or(500);
     let rounds = numbers.next().unwrap_or(5);
+    let tick = Duration::from_millis(numbers.next().unwrap_or(1_000) as u64);
     println!(
-        "wake latency: {ops} parked operations per row, input at a random moment of a 1 s tick; \
-         {rounds} interleaved rounds; each cell is the median over rounds"
+        "wake latency: {ops} parked operations per row on a {tick:?} tick, input at a random \
+         moment of a 1 s window; {rounds} interleaved rounds; median and p99 are the median over \
+         rounds, `all p99` is the p99 of every round's samples together"
     );
-    let rows: Vec<(String, String)> =
-        std::iter::once(("floor".to_owned(), "thread wake".to_owned()))
-            .chain(
-                [Runtime::Blocking, Runtime::Smol]
-                    .into_iter()
-                    .flat_map(|r| {
-                        [Kind::CardAnswer, Kind::Continue, Kind::Interrupt]
-                            .map(|k| (format!("{r:?}"), format!("{k:?}")))
-                    }),
-            )
-            .collect();
-    let mut cells: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); rows.len()];
+    let rows: Vec<(String, String)> = [("floor", "thread wake"), ("floor", "same thread")]
+        .map(|(a, b)| (a.to_owned(), b.to_owned()))
+        .into_iter()
+        .chain(
+            [Runtime::Blocking, Runtime::Smol]
+                .into_iter()
+                .flat_map(|r| {
+                    [Kind::CardAnswer, Kind::Continue, Kind::Interrupt]
+                        .map(|k| (format!("{r:?}"), format!("{k:?}")))
+                }),
+        )
+        .collect();
+    /// Per row: each round's median and p99, and every sample of every round.
+    #[derive(Clone, Default)]
+    struct Cell {
+        medians: Vec<f64>,
+        p99s: Vec<f64>,
+        all: Vec<Duration>,
+    }
+    let mut cells: Vec<Cell> = vec![Cell::default(); rows.len()];
     for round in 0..rounds {
         let mut index = 0;
         let mut record = |mut lat: Vec<Duration>| {
             lat.sort();
-            cells[index]
-                .0
+            let cell = &mut cells[index];
+            cell.medians
                 .push(percentile(&lat, 50.0).as_secs_f64() * 1e6);
-            cells[index]
-                .1
-                .push(percentile(&lat, 99.0).as_secs_f64() * 1e6);
+            cell.p99s.push(percentile(&lat, 99.0).as_secs_f64() * 1e6);
+            cell.all.extend(lat);
             index += 1;
         };
         let seed = 1_000 * round as u64;
-        record(measure_floor(ops, seed));
+        record(measure_floor(ops, false, seed));
+        record(measure_floor(ops, true, seed));
         for runtime in [Runtime::Blocking, Runtime::Smol] {
             for (n, kind) in [Kind::CardAnswer, Kind::Continue, Kind::Interrupt]
                 .into_iter()
                 .enumerate()
             {
-                record(measure(runtime, kind, ops, seed + 7 + n as u64));
+                record(measure(runtime, kind, ops, tick, seed + 7 + n as u64));
             }
         }
     }
@@ -287,17 +306,19 @@ fn main() {
         v[v.len() / 2]
     };
     println!(
-        "{:<9} {:<12} {:>10} {:>10}   p99 per round",
-        "runtime", "input", "median", "p99"
+        "{:<9} {:<12} {:>10} {:>10} {:>10}   p99 per round",
+        "runtime", "input", "median", "p99", "all p99"
     );
-    for ((name, input), (medians, p99s)) in rows.iter().zip(cells.iter_mut()) {
-        let each: Vec<String> = p99s.iter().map(|p| format!("{p:.0}")).collect();
+    for ((name, input), cell) in rows.iter().zip(cells.iter_mut()) {
+        let each: Vec<String> = cell.p99s.iter().map(|p| format!("{p:.0}")).collect();
+        cell.all.sort();
         println!(
-            "{:<9} {:<12} {:>8.1}µs {:>8.1}µs   [{}]",
+            "{:<9} {:<12} {:>8.1}µs {:>8.1}µs {:>8.1}µs   [{}]",
             name,
             input,
-            median(medians),
-            median(p99s),
+            median(&mut cell.medians),
+            median(&mut cell.p99s),
+            percentile(&cell.all, 99.0).as_secs_f64() * 1e6,
             each.join(" ")
         );
     }

@@ -127,13 +127,23 @@ fn main() {
     let park_gw = Arc::new(LeanGateway::new(ops * TARGETS.len(), None));
     let registry = SharedRegistry::new("/load/.connop");
 
+    let mut f = Figures::new(
+        format!(
+            "connop-blocking load: {ops} ops x 3 targets, watch {watch_secs} s, \
+             park {park_secs} s, 1 thread per op ({} KiB stack), inline calls",
+            STACK / 1024
+        ),
+        ops,
+        park_secs,
+    );
+
     // Idle baseline: the main thread sleeps.
     eprintln!("idle baseline ({park_secs} s)...");
     let t0 = threads_cpu();
     std::thread::sleep(park);
-    let idle_cpu = threads_cpu() - t0;
-    let (rss_before, _) = memory();
-    let heap_before = heap().0;
+    f.idle_cpu = threads_cpu() - t0;
+    f.rss_before = memory().0;
+    f.heap_before = heap().0;
 
     // Phase 1: watching.
     eprintln!("phase 1: {ops} operations watching (accounts complete within {watch_secs} s)...");
@@ -144,13 +154,13 @@ fn main() {
     let threads = spawn_ops(&ctx, "s", ops, ("all_resolved", "connected"));
     drop(ctx);
     let carded = all_carded(&cards, ops, start, Duration::from_secs(watch_secs));
-    let p1_carded = start.elapsed().as_secs_f64();
-    let rss_watching = if carded { memory().0 } else { 0 };
-    let heap_watching = heap().0;
+    f.p1_carded = start.elapsed().as_secs_f64();
+    f.rss_watching = if carded { memory().0 } else { 0 };
+    f.heap_watching = heap().0;
     let failed = failures(threads);
-    let (p1_wall, p1_cpu) = (start.elapsed().as_secs_f64(), process_cpu() - c0);
-    let p1_failures = failed + ops - cards.load(Ordering::Relaxed);
-    let (rss_after_p1, _) = memory();
+    (f.p1_wall, f.p1_cpu) = (start.elapsed().as_secs_f64(), process_cpu() - c0);
+    f.p1_failures = failed + ops - cards.load(Ordering::Relaxed);
+    f.rss_after_p1 = memory().0;
 
     // Phase 2: parked, then interrupted.
     eprintln!("phase 2: {ops} operations parked for {park_secs} s, then interrupted...");
@@ -164,56 +174,26 @@ fn main() {
     drop(ctx);
     all_carded(&cards, ops, start, park);
     let parked = start.elapsed();
+    f.p2_parked = parked.as_secs_f64();
     // The steady window: every operation carded and parked; no thread starts or exits.
     let (w0, wt, a0) = (threads_cpu(), Instant::now(), heap().1);
     sleep_until(start + parked + park.saturating_sub(parked) / 2);
-    let (rss_parked, _) = memory();
-    let heap_parked = heap().0;
+    f.rss_parked = memory().0;
+    f.heap_parked = heap().0;
     sleep_until(start + park);
-    let (window_cpu, window_secs) = (threads_cpu() - w0, wt.elapsed().as_secs_f64());
-    let window_allocs = heap().1 - a0;
+    (f.window_cpu, f.window_secs) = (threads_cpu() - w0, wt.elapsed().as_secs_f64());
+    f.window_allocs = heap().1 - a0;
     let trigger_at = Instant::now();
     interrupt.trigger();
-    let trigger_secs = trigger_at.elapsed().as_secs_f64();
+    f.trigger_secs = trigger_at.elapsed().as_secs_f64();
     let failed = failures(threads);
-    let drain_secs = trigger_at.elapsed().as_secs_f64();
-    let (p2_wall, p2_cpu) = (start.elapsed().as_secs_f64(), process_cpu() - c0);
-    let p2_failures = failed + ops - cards.load(Ordering::Relaxed);
+    f.drain_secs = trigger_at.elapsed().as_secs_f64();
+    (f.p2_wall, f.p2_cpu) = (start.elapsed().as_secs_f64(), process_cpu() - c0);
+    f.p2_failures = failed + ops - cards.load(Ordering::Relaxed);
     // VmHWM lags the per-thread RSS counters a little: never report it below a sample.
-    let hwm = memory().1.max(rss_parked).max(rss_watching);
-    let figures = Figures {
-        title: format!(
-            "connop-blocking load: {ops} ops x 3 targets, watch {watch_secs} s, \
-             park {park_secs} s, 1 thread per op ({} KiB stack), inline calls",
-            STACK / 1024
-        ),
-        ops,
-        park_secs,
-        idle_cpu,
-        rss_before,
-        heap_before,
-        heap_watching,
-        heap_parked,
-        window_allocs,
-        p1_wall,
-        p1_cpu,
-        p1_carded,
-        rss_watching,
-        rss_after_p1,
-        p1_failures,
-        p2_wall,
-        p2_cpu,
-        p2_parked: parked.as_secs_f64(),
-        trigger_secs,
-        drain_secs,
-        rss_parked,
-        window_cpu,
-        window_secs,
-        hwm,
-        p2_failures,
-    };
-    figures.print();
-    if figures.p1_failures + figures.p2_failures > 0 {
+    f.hwm = memory().1.max(f.rss_parked).max(f.rss_watching);
+    f.print();
+    if f.p1_failures + f.p2_failures > 0 {
         std::process::exit(1);
     }
 }

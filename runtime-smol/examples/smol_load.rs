@@ -119,13 +119,22 @@ fn main() {
     let ex = smol::LocalExecutor::new();
 
     let figures = smol::block_on(ex.run(async {
+        let mut f = Figures::new(
+            format!(
+                "connop-smol load: {ops} ops x 3 targets, watch {watch_secs} s, \
+                 park {park_secs} s, 1 executor thread"
+            ),
+            ops,
+            park_secs,
+        );
+
         // Idle baseline: the executor and reactor with nothing but one timer.
         eprintln!("idle baseline ({park_secs} s)...");
         let t0 = threads_cpu();
         smol::Timer::after(park).await;
-        let idle_cpu = threads_cpu() - t0;
-        let (rss_before, _) = memory();
-        let heap_before = heap().0;
+        f.idle_cpu = threads_cpu() - t0;
+        f.rss_before = memory().0;
+        f.heap_before = heap().0;
 
         // Phase 1: watching.
         eprintln!(
@@ -138,13 +147,13 @@ fn main() {
         let tasks = spawn_ops(&ex, &ctx, "s", ops, ("all_resolved", "connected"));
         drop(ctx);
         let carded = all_carded(&cards, ops, start, Duration::from_secs(watch_secs)).await;
-        let p1_carded = start.elapsed().as_secs_f64();
-        let rss_watching = if carded { memory().0 } else { 0 };
-        let heap_watching = heap().0;
+        f.p1_carded = start.elapsed().as_secs_f64();
+        f.rss_watching = if carded { memory().0 } else { 0 };
+        f.heap_watching = heap().0;
         let failed = failures(tasks).await;
-        let (p1_wall, p1_cpu) = (start.elapsed().as_secs_f64(), process_cpu() - c0);
-        let p1_failures = failed + ops - cards.load(Ordering::Relaxed);
-        let (rss_after_p1, _) = memory();
+        (f.p1_wall, f.p1_cpu) = (start.elapsed().as_secs_f64(), process_cpu() - c0);
+        f.p1_failures = failed + ops - cards.load(Ordering::Relaxed);
+        f.rss_after_p1 = memory().0;
 
         // Phase 2: parked, then interrupted.
         eprintln!("phase 2: {ops} operations parked for {park_secs} s, then interrupted...");
@@ -158,53 +167,25 @@ fn main() {
         drop(ctx);
         all_carded(&cards, ops, start, park).await;
         let parked = start.elapsed();
+        f.p2_parked = parked.as_secs_f64();
         // The steady window: every operation carded and parked, nothing else running.
         let (w0, wt, a0) = (threads_cpu(), Instant::now(), heap().1);
         smol::Timer::at(start + parked + park.saturating_sub(parked) / 2).await;
-        let (rss_parked, _) = memory();
-        let heap_parked = heap().0;
+        f.rss_parked = memory().0;
+        f.heap_parked = heap().0;
         smol::Timer::at(start + park).await;
-        let (window_cpu, window_secs) = (threads_cpu() - w0, wt.elapsed().as_secs_f64());
-        let window_allocs = heap().1 - a0;
+        (f.window_cpu, f.window_secs) = (threads_cpu() - w0, wt.elapsed().as_secs_f64());
+        f.window_allocs = heap().1 - a0;
         let trigger_at = Instant::now();
         interrupt.trigger();
-        let trigger_secs = trigger_at.elapsed().as_secs_f64();
+        f.trigger_secs = trigger_at.elapsed().as_secs_f64();
         let failed = failures(tasks).await;
-        let drain_secs = trigger_at.elapsed().as_secs_f64();
-        let (p2_wall, p2_cpu) = (start.elapsed().as_secs_f64(), process_cpu() - c0);
-        let p2_failures = failed + ops - cards.load(Ordering::Relaxed);
+        f.drain_secs = trigger_at.elapsed().as_secs_f64();
+        (f.p2_wall, f.p2_cpu) = (start.elapsed().as_secs_f64(), process_cpu() - c0);
+        f.p2_failures = failed + ops - cards.load(Ordering::Relaxed);
         // VmHWM lags the per-thread RSS counters a little: never report it below a sample.
-        let hwm = memory().1.max(rss_parked).max(rss_watching);
-        Figures {
-            title: format!(
-                "connop-smol load: {ops} ops x 3 targets, watch {watch_secs} s, \
-                 park {park_secs} s, 1 executor thread"
-            ),
-            ops,
-            park_secs,
-            idle_cpu,
-            rss_before,
-            heap_before,
-            heap_watching,
-            heap_parked,
-            window_allocs,
-            p1_wall,
-            p1_cpu,
-            p1_carded,
-            rss_watching,
-            rss_after_p1,
-            p1_failures,
-            p2_wall,
-            p2_cpu,
-            p2_parked: parked.as_secs_f64(),
-            trigger_secs,
-            drain_secs,
-            rss_parked,
-            window_cpu,
-            window_secs,
-            hwm,
-            p2_failures,
-        }
+        f.hwm = memory().1.max(f.rss_parked).max(f.rss_watching);
+        f
     }));
     figures.print();
     if figures.p1_failures + figures.p2_failures > 0 {

@@ -18,29 +18,18 @@
 //! per operation, are counted with the operations).
 
 use connop_blocking::{Interrupt, SharedRegistry, ToolContext};
-use connop_core::flow::{Event, Surface};
+use connop_core::flow::Surface;
 use connop_core::gateway::AsyncGateway;
-use connop_fixtures::lean::LeanGateway;
+use connop_fixtures::load::{LoadArgs, card_counter, connect_args, settled_as};
 use connop_fixtures::measure::{Counting, Figures, heap, memory, process_cpu, threads_cpu};
-use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-
-const TARGETS: [&str; 3] = ["gmail", "notion", "slack"];
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
 // ---------------------------------------------------------------- the run
-
-/// Whether a result settled `reason` with every target in `state`.
-fn settled_as(result: &Value, reason: &str, state: &str) -> bool {
-    result["settled_by"] == reason
-        && result["targets"]
-            .as_array()
-            .is_some_and(|t| t.len() == TARGETS.len() && t.iter().all(|t| t["state"] == state))
-}
 
 fn context(
     registry: &SharedRegistry,
@@ -50,12 +39,7 @@ fn context(
 ) -> ToolContext<dyn AsyncGateway> {
     let mut ctx: ToolContext<dyn AsyncGateway> = ToolContext::new(registry.clone(), "", gateway);
     ctx.surface = Surface::Desktop;
-    let cards = cards.clone();
-    ctx.events = Some(Arc::new(move |event: &Event| {
-        if matches!(event, Event::Request(_)) {
-            cards.fetch_add(1, Ordering::Relaxed);
-        }
-    }));
+    ctx.events = Some(card_counter(cards));
     ctx.deadline = deadline;
     ctx
 }
@@ -68,7 +52,7 @@ fn spawn_ops<'a>(
     ops: usize,
     expect: (&'static str, &'static str),
 ) -> Vec<smol::Task<bool>> {
-    let args = Arc::new(json!({"action": "connect", "connectors": TARGETS}));
+    let args = connect_args();
     (0..ops)
         .map(|i| {
             let mut ctx = ctx.clone();
@@ -100,21 +84,15 @@ async fn all_carded(cards: &AtomicUsize, ops: usize, start: Instant, limit: Dura
 }
 
 fn main() {
-    let arg = |i: usize, default: u64| {
-        std::env::args()
-            .nth(i)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(default)
-    };
-    let ops = arg(1, 10_000) as usize;
-    let watch_secs = arg(2, 30);
-    let park_secs = arg(3, 10);
-    let park = Duration::from_secs(park_secs);
-
-    // The fake gateway's state is allocated (and touched) before "RSS before".
-    let watch = Some(Duration::from_secs(watch_secs));
-    let watch_gw = Arc::new(LeanGateway::new(ops * TARGETS.len(), watch));
-    let park_gw = Arc::new(LeanGateway::new(ops * TARGETS.len(), None));
+    let args = LoadArgs::from_env(10_000);
+    let LoadArgs {
+        ops,
+        watch_secs,
+        park_secs,
+    } = args;
+    let park = args.park();
+    // The fake gateways' state is allocated (and touched) before "RSS before".
+    let (watch_gw, park_gw) = args.gateways();
     let registry = SharedRegistry::new("/load/.connop");
     let ex = smol::LocalExecutor::new();
 

@@ -56,8 +56,8 @@ struct State {
     executed: u64,
     pump: Option<ThreadId>,
     result: Option<ToolResult>,
-    /// The result as JSON, serialized by the thread that executed the `Return` effect (see
-    /// [`OpHandle::take_result_json`]).
+    /// The result as JSON, serialized by the thread that executed the `Return` effect when a
+    /// blocking driver sleeps on another thread (see [`OpHandle::take_result_json`]).
     result_json: Option<serde_json::Value>,
 }
 
@@ -157,7 +157,9 @@ impl OpHandle {
         self.0.lock().result.clone()
     }
 
-    /// The tool result as JSON, taken out once it was returned (`None` before, or once taken).
+    /// The tool result as JSON, taken out once it was returned: `None` before, once taken, or
+    /// when the thread that settled the operation was the driver's own or no blocking driver
+    /// slept (then serialize [`result`](Self::result)).
     pub fn take_result_json(&self) -> Option<serde_json::Value> {
         self.0.lock().result_json.take()
     }
@@ -354,14 +356,25 @@ impl OpHandle {
             // The waiting caller is woken when the input that caused this returns (see
             // `apply`): waking it here would have it contend for the lock the pump still needs.
             Effect::Return(result) => {
-                // Serialized here, on the thread that settles the operation and whose memory
-                // is warm, rather than by the waiting caller just woken from a long sleep.
-                let json = result.to_value();
+                // For a blocking caller asleep on another thread, serialized here, on the
+                // thread that settles the operation and whose memory is warm, rather than by
+                // the caller just woken from a long sleep. Not for an async driver: its
+                // executor thread is warm, and one interrupt settling thousands of operations
+                // would hold all their results as JSON at once.
+                let json = self.driver_sleeps_elsewhere().then(|| result.to_value());
                 let mut state = self.0.lock();
                 state.result = Some(*result);
-                state.result_json = Some(json);
+                state.result_json = json;
             }
         }
+    }
+
+    /// Whether a blocking driver is parked on a thread other than this one.
+    fn driver_sleeps_elsewhere(&self) -> bool {
+        let parked = self.0.parked.lock().unwrap_or_else(|p| p.into_inner());
+        parked
+            .as_ref()
+            .is_some_and(|t| t.id() != std::thread::current().id())
     }
 
     /// Wakes whoever drives the operation: an async driver through its stored waker, or a

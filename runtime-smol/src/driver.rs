@@ -153,9 +153,7 @@ pub async fn run_to_end(op: &OpHandle, calls: &SmolCalls) -> ToolResult {
 /// through the registry's [`OpHandle`] or the context's interrupt handle.
 pub async fn manage_connections(args: &Value, context: &ToolContext<dyn AsyncGateway>) -> Value {
     let (op, calls) = start_tool_call(args, context);
-    let result = run_to_end(&op, &calls).await;
-    // Serialized by the thread that settled the operation.
-    op.take_result_json().unwrap_or_else(|| result.to_value())
+    run_to_end(&op, &calls).await.to_value()
 }
 
 /// [`manage_connections`], returning the typed result.

@@ -1,0 +1,76 @@
+//! The smol runtime's own behaviours, beyond the seed table.
+
+use connop_blocking::{Interrupt, OpHandle, SharedRegistry, ToolContext};
+use connop_core::flow::{Event, Surface};
+use connop_core::gateway::AsyncGateway;
+use connop_fixtures::{ScriptedGateway, SharedGateway};
+use serde_json::json;
+use std::sync::mpsc::channel;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+#[test]
+fn one_interrupt_settling_many_operations_leaves_their_results_unserialized() {
+    // The interrupting thread settles every operation; the executor serializes each result
+    // when its task runs. Serializing all of them on the interrupting thread would hold every
+    // result as JSON at once (at 10,000 operations, about 50 MiB).
+    const OPS: usize = 50;
+    let gateway = SharedGateway::new(ScriptedGateway::new());
+    let registry = SharedRegistry::new("/test/.connop");
+    let interrupt = Interrupt::new();
+    let (carded_tx, carded) = channel::<OpHandle>();
+    let carded_tx = Arc::new(Mutex::new(carded_tx));
+    let contexts: Vec<ToolContext<dyn AsyncGateway>> = (0..OPS)
+        .map(|i| {
+            let key = format!("s{i}");
+            let mut ctx: ToolContext<dyn AsyncGateway> =
+                ToolContext::new(registry.clone(), &key, Arc::new(gateway.clone()));
+            ctx.surface = Surface::Desktop;
+            ctx.interrupt = Some(interrupt.clone());
+            let (registry, carded_tx) = (registry.clone(), carded_tx.clone());
+            ctx.events = Some(Arc::new(move |event: &Event| {
+                if let Event::Request(card) = event {
+                    let op = registry.get(&key, card.op_id).expect("registered");
+                    let _ = carded_tx.lock().unwrap().send(op);
+                }
+            }));
+            ctx
+        })
+        .collect();
+    let executor = std::thread::spawn(move || {
+        let args = json!({"action": "connect", "connectors": ["gmail", "notion"]});
+        let ex = smol::LocalExecutor::new();
+        let tasks: Vec<_> = contexts
+            .iter()
+            .map(|ctx| ex.spawn(connop_smol::manage_connections(&args, ctx)))
+            .collect();
+        smol::block_on(ex.run(async {
+            let mut results = Vec::new();
+            for task in tasks {
+                results.push(task.await);
+            }
+            results
+        }))
+    });
+    let ops: Vec<OpHandle> = (0..OPS)
+        .map(|_| carded.recv_timeout(Duration::from_secs(30)).expect("card"))
+        .collect();
+
+    interrupt.trigger();
+
+    for op in &ops {
+        assert!(op.is_settled());
+        assert!(op.result().is_some(), "the result is in");
+        assert_eq!(
+            op.take_result_json(),
+            None,
+            "and not serialized on this thread"
+        );
+    }
+    let results = executor.join().expect("executor");
+    assert_eq!(results.len(), OPS);
+    for result in &results {
+        assert_eq!(result["settled_by"], "interrupt", "{result}");
+    }
+    assert!(registry.is_empty());
+}

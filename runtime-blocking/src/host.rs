@@ -120,7 +120,7 @@ impl<G: ?Sized> Clone for ToolContext<G> {
 /// through the registry's [`OpHandle`] or the context's [`Interrupt`].
 pub fn manage_connections(args: &Value, context: &ToolContext<dyn BlockingGateway>) -> Value {
     let op = start_tool_call(args, context);
-    drive(&op);
+    drive(&op, true);
     // Serialized by the thread that settled the operation, while this one slept.
     op.take_result_json()
         .unwrap_or_else(|| result_of(&op).to_value())
@@ -144,7 +144,7 @@ fn start_tool_call(args: &Value, context: &ToolContext<dyn BlockingGateway>) -> 
 /// sleeps until the next timer or the next change, whichever comes first. One re-armable
 /// deadline wait, never slices.
 pub fn run_to_end(op: &OpHandle) -> ToolResult {
-    drive(op);
+    drive(op, false);
     result_of(op)
 }
 
@@ -153,9 +153,10 @@ fn result_of(op: &OpHandle) -> ToolResult {
         .unwrap_or_else(|| ToolResult::Error("the operation ended without a result".into()))
 }
 
-/// The loop of [`run_to_end`], which stops once the result is in without taking it.
-fn drive(op: &OpHandle) {
-    op.park_here();
+/// The loop of [`run_to_end`], which stops once the result is in without taking it;
+/// `wants_json`: the caller returns the result as JSON.
+fn drive(op: &OpHandle, wants_json: bool) {
+    op.park_here(wants_json);
     op.pump();
     // `unpark` leaves a token when it comes before `park`, so no wake-up is lost between
     // reading the state and parking.

@@ -76,6 +76,8 @@ pub struct OpShared {
     waker: Mutex<Option<std::task::Waker>>,
     /// Set on every change, cleared by the driver before it reads the state.
     dirty: std::sync::atomic::AtomicBool,
+    /// The blocking driver returns the result as JSON (see [`OpHandle::take_result_json`]).
+    driver_wants_json: std::sync::atomic::AtomicBool,
 }
 
 /// The next move of a blocking driver ([`OpHandle::driver_step`]).
@@ -133,6 +135,7 @@ impl OpHandle {
             parked: Mutex::new(None),
             waker: Mutex::new(None),
             dirty: std::sync::atomic::AtomicBool::new(false),
+            driver_wants_json: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
@@ -158,8 +161,8 @@ impl OpHandle {
     }
 
     /// The tool result as JSON, taken out once it was returned: `None` before, once taken, or
-    /// when the thread that settled the operation was the driver's own or no blocking driver
-    /// slept (then serialize [`result`](Self::result)).
+    /// unless a blocking driver that returns JSON slept on another thread than the one that
+    /// settled the operation (then serialize [`result`](Self::result)).
     pub fn take_result_json(&self) -> Option<serde_json::Value> {
         self.0.lock().result_json.take()
     }
@@ -361,7 +364,9 @@ impl OpHandle {
                 // the caller just woken from a long sleep. Not for an async driver: its
                 // executor thread is warm, and one interrupt settling thousands of operations
                 // would hold all their results as JSON at once.
-                let json = self.driver_sleeps_elsewhere().then(|| result.to_value());
+                let json = self
+                    .driver_wants_json_from_here()
+                    .then(|| result.to_value());
                 let mut state = self.0.lock();
                 state.result = Some(*result);
                 state.result_json = json;
@@ -369,8 +374,13 @@ impl OpHandle {
         }
     }
 
-    /// Whether a blocking driver is parked on a thread other than this one.
-    fn driver_sleeps_elsewhere(&self) -> bool {
+    /// Whether a blocking driver that returns the result as JSON is parked on a thread other
+    /// than this one.
+    fn driver_wants_json_from_here(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        if !self.0.driver_wants_json.load(Ordering::Acquire) {
+            return false;
+        }
         let parked = self.0.parked.lock().unwrap_or_else(|p| p.into_inner());
         parked
             .as_ref()
@@ -442,8 +452,12 @@ impl OpHandle {
     }
 
     /// Registers the calling thread as the operation's blocking driver, woken by
-    /// [`std::thread::Thread::unpark`] on every change.
-    pub(crate) fn park_here(&self) {
+    /// [`std::thread::Thread::unpark`] on every change; `wants_json`: it returns the result
+    /// as JSON, so the thread that settles the operation serializes it.
+    pub(crate) fn park_here(&self, wants_json: bool) {
+        self.0
+            .driver_wants_json
+            .store(wants_json, std::sync::atomic::Ordering::Release);
         *self.0.parked.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::thread::current());
     }
 

@@ -81,6 +81,13 @@ impl Sim {
         Gateway::start_against(&self.url, TOKEN, args)
     }
 
+    /// The binary with `--deadline` and `--tick` in seconds, spelled from the values the test
+    /// checks its timings against.
+    fn timed(&self, deadline: f64, tick: f64) -> Gateway {
+        let (deadline, tick) = (deadline.to_string(), tick.to_string());
+        self.gateway(&["--deadline", &deadline, "--tick", &tick])
+    }
+
     fn post(&self, path: &str, body: &Value) {
         use isahc::ReadResponseExt;
         let request = isahc::Request::post(format!("{}{path}", self.url))
@@ -298,7 +305,7 @@ fn stalls_longer_than_the_read_timeout_settle_by_the_deadline_plus_one_tick() {
     const DEADLINE: f64 = 2.0;
     const TICK: f64 = 0.05;
     let sim = Sim::start();
-    let mut gw = sim.gateway(&["--deadline", "2", "--tick", "0.05"]);
+    let mut gw = sim.timed(DEADLINE, TICK);
     let c = &mut gw.client;
     desktop(c, "s1");
 
@@ -372,7 +379,7 @@ fn stalls_longer_than_the_read_timeout_settle_by_the_deadline_plus_one_tick() {
 /// has no pooled connection, so each of these requests goes out on a new one and the log
 /// counts the binary's own attempts.
 fn reads_under_resets(sim: &Sim, name: &str, resets: usize) -> (usize, Value) {
-    let mut gw = sim.gateway(&["--deadline", "20", "--tick", "30"]);
+    let mut gw = sim.timed(20.0, 30.0);
     let c = &mut gw.client;
     desktop(c, "s1");
     sim.faults(json!([{"route": "account", "reset": true, "count": resets}]));
@@ -412,7 +419,7 @@ fn connection_resets_are_transport_failures_reads_retry_once_and_the_mint_never_
     // On warm connections. The list is a read: it gets its one retry, and curl itself may
     // resend once a request whose reused connection died before any answer byte, so a
     // gateway that drops everything sees two to four requests, never more.
-    let mut gw = sim.gateway(&["--deadline", "20", "--tick", "30"]);
+    let mut gw = sim.timed(20.0, 30.0);
     let c = &mut gw.client;
     desktop(c, "s1");
     let listed = c.call("connectors.list", json!({"session_id": "s1"}));
@@ -495,7 +502,7 @@ fn a_5xx_storm_settles_by_the_deadline_keeps_the_binary_responsive_and_bounds_th
     const DEADLINE: f64 = 2.0;
     const TICK: f64 = 0.05;
     let sim = Sim::start();
-    let mut gw = sim.gateway(&["--deadline", "2", "--tick", "0.05"]);
+    let mut gw = sim.timed(DEADLINE, TICK);
     let c = &mut gw.client;
     desktop(c, "storm");
     let sent = Instant::now();
@@ -578,7 +585,7 @@ fn a_429_storm_backs_off_by_retry_after_and_settles_by_the_deadline() {
     const DEADLINE: f64 = 2.5;
     const TICK: f64 = 0.05;
     let sim = Sim::start();
-    let mut gw = sim.gateway(&["--deadline", "2.5", "--tick", "0.05"]);
+    let mut gw = sim.timed(DEADLINE, TICK);
     let c = &mut gw.client;
     // Account reads answer 429 with Retry-After: 1 from the start.
     sim.faults(json!([
@@ -655,7 +662,7 @@ fn refused_mint<W: Write>(sim: &Sim, c: &mut Client<W>, body: String) -> String 
 #[test]
 fn garbage_bodies_fail_the_mint_with_the_gateway_error_text_and_nothing_panics() {
     let sim = Sim::start();
-    let mut gw = sim.gateway(&["--deadline", "5", "--tick", "0.05"]);
+    let mut gw = sim.timed(5.0, 0.05);
     let pid = gw.pid();
     let c = &mut gw.client;
     desktop(c, "g");

@@ -53,7 +53,7 @@ enum Command {
     #[command(subcommand)]
     Lease(LeaseCommand),
     /// Run the simulated tool gateway on its own (the API of the hosted tool gateway, with
-    /// consent pages at /connect/<id> and test controls under /sim/).
+    /// consent pages at /connect/{id} and test controls under /sim/).
     SimGateway(SimArgs),
 }
 

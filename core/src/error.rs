@@ -1,6 +1,6 @@
 //! Errors by blame. [`CallerError`]: the host driving the core (or the card client through
 //! it) asked for something the contract does not allow; nothing changed. Gateway misbehaviour
-//! is [`GatewayError`](crate::gateway::GatewayError), which the core absorbs into the flow.
+//! is [`GatewayError`](crate::tool_gateway::GatewayError), which the core absorbs into the flow.
 
 use crate::operation::TransitionError;
 
@@ -24,7 +24,7 @@ pub enum CallerError {
     #[error("gateway call {call} expected a {expected} reply, got {got}")]
     ReplyMismatch {
         /// The call.
-        call: crate::gateway::CallId,
+        call: crate::tool_gateway::CallId,
         /// What the call was.
         expected: &'static str,
         /// What came back.

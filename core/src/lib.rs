@@ -100,7 +100,6 @@ pub mod card;
 pub mod contract;
 pub mod error;
 pub mod flow;
-pub mod gateway;
 pub mod operation;
 pub mod payload;
 pub mod registry;
@@ -108,17 +107,18 @@ pub mod rpc;
 pub mod run;
 pub mod time;
 pub mod tool;
+pub mod tool_gateway;
 pub mod wire;
 
 pub use card::{CardAnswer, CardReply};
 pub use contract::{Actor, Kind, SettleReason, TargetAction, TargetState};
 pub use error::CallerError;
 pub use flow::{Effect, Event, Flow, FlowConfig, Path, Surface, Wake, WakeReason};
-pub use gateway::{CallId, GatewayCall, GatewayError, GatewayReply};
 pub use operation::{ChangeRecord, OpId, Operation, Patch, Target, Text, TransitionError};
 pub use registry::{Registry, RegistryEntry, RegistryKey};
 pub use time::Timestamp;
 pub use tool::ToolResult;
+pub use tool_gateway::{CallId, GatewayCall, GatewayError, GatewayReply};
 
 /// Everything a runtime's drive loop needs.
 pub mod prelude {
@@ -126,12 +126,12 @@ pub mod prelude {
     pub use crate::contract::{Actor, SettleReason, TargetState};
     pub use crate::error::CallerError;
     pub use crate::flow::{Effect, Event, Flow, FlowConfig, Path, Surface, Wake, WakeReason};
-    pub use crate::gateway::{
-        Account, AccountStatus, AsyncGateway, BlockingGateway, CallId, ConnectorRow, GatewayCall,
-        GatewayError, GatewayReply, MintRequest, MintRow, MintStatus,
-    };
     pub use crate::operation::{OpId, Patch, Text};
     pub use crate::registry::{Registry, RegistryEntry, RegistryKey};
     pub use crate::time::Timestamp;
     pub use crate::tool::ToolResult;
+    pub use crate::tool_gateway::{
+        Account, AccountStatus, AsyncToolGateway, BlockingToolGateway, CallId, ConnectorRow,
+        GatewayCall, GatewayError, GatewayReply, MintRequest, MintRow, MintStatus,
+    };
 }

@@ -1,9 +1,9 @@
 //! The `manage_connections` tool: argument validation (SPEC §5.1), the status rendering
 //! (§5.2), the pinned error texts, and the tool result.
 
-use crate::gateway::{ConnectorRow, GatewayError};
 use crate::operation::{OpId, Text};
 use crate::payload::ModelResult;
+use crate::tool_gateway::{ConnectorRow, GatewayError};
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 use serde_json::Value;

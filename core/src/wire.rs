@@ -7,7 +7,7 @@
 //! ends with the call's `Result<GatewayReply, GatewayError>`.
 //!
 //! ```
-//! use connop_core::gateway::{GatewayCall, GatewayReply};
+//! use connop_core::tool_gateway::{GatewayCall, GatewayReply};
 //! use connop_core::wire::{ClientConfig, Exchange, Response, Step};
 //!
 //! let config = ClientConfig::new("http://127.0.0.1:8080/", Some("t0k".into()));
@@ -28,7 +28,7 @@
 //! assert_eq!(&*rows[0].connector, "gmail");
 //! ```
 
-use crate::gateway::{
+use crate::tool_gateway::{
     Account, ConnectorRow, GatewayCall, GatewayError, GatewayReply, MintRequest, MintRow,
 };
 use serde_json::Value;
@@ -572,8 +572,8 @@ pub fn percent_encode(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gateway::{AccountStatus, DESKTOP_RETURN_TO, MintStatus};
     use crate::operation::OpId;
+    use crate::tool_gateway::{AccountStatus, DESKTOP_RETURN_TO, MintStatus};
     use serde_json::json;
     use std::collections::VecDeque;
 

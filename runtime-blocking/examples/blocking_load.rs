@@ -19,7 +19,7 @@
 
 use connop_blocking::{Interrupt, SharedRegistry, ToolContext};
 use connop_core::flow::Surface;
-use connop_core::gateway::BlockingGateway;
+use connop_core::tool_gateway::BlockingToolGateway;
 use connop_fixtures::load::{LoadArgs, card_counter, connect_args, settled_as};
 use connop_fixtures::measure::{Counting, Figures, heap, memory, process_cpu, threads_cpu};
 use std::sync::Arc;
@@ -36,11 +36,12 @@ const STACK: usize = 256 * 1024;
 
 fn context(
     registry: &SharedRegistry,
-    gateway: Arc<dyn BlockingGateway>,
+    gateway: Arc<dyn BlockingToolGateway>,
     cards: &Arc<AtomicUsize>,
     deadline: Duration,
-) -> ToolContext<dyn BlockingGateway> {
-    let mut ctx: ToolContext<dyn BlockingGateway> = ToolContext::new(registry.clone(), "", gateway);
+) -> ToolContext<dyn BlockingToolGateway> {
+    let mut ctx: ToolContext<dyn BlockingToolGateway> =
+        ToolContext::new(registry.clone(), "", gateway);
     ctx.surface = Surface::Desktop;
     ctx.events = Some(card_counter(cards));
     ctx.deadline = deadline;
@@ -51,7 +52,7 @@ fn context(
 /// Starts `ops` operations, one thread each; each thread answers whether its operation
 /// settled as expected.
 fn spawn_ops(
-    ctx: &ToolContext<dyn BlockingGateway>,
+    ctx: &ToolContext<dyn BlockingToolGateway>,
     prefix: &str,
     ops: usize,
     expect: (&'static str, &'static str),

@@ -8,12 +8,12 @@
 //!   started.
 
 use crate::op::{CallStarter, OpHandle};
-use connop_core::gateway::{BlockingGateway, CallId, GatewayCall};
+use connop_core::tool_gateway::{BlockingToolGateway, CallId, GatewayCall};
 use std::sync::mpsc::{SendError, Sender, channel};
 use std::sync::{Arc, Mutex};
 
 /// Runs each call on the pumping thread.
-pub struct InlineCalls(pub Arc<dyn BlockingGateway>);
+pub struct InlineCalls(pub Arc<dyn BlockingToolGateway>);
 
 impl CallStarter for InlineCalls {
     fn start(&self, op: &OpHandle, id: CallId, call: GatewayCall) {
@@ -24,13 +24,13 @@ impl CallStarter for InlineCalls {
 
 /// Runs calls on one worker thread per operation, spawned on the first call.
 pub struct WorkerCalls {
-    gateway: Arc<dyn BlockingGateway>,
+    gateway: Arc<dyn BlockingToolGateway>,
     queue: Mutex<Option<Sender<(OpHandle, CallId, GatewayCall)>>>,
 }
 
 impl WorkerCalls {
     /// Calls through `gateway`.
-    pub fn new(gateway: Arc<dyn BlockingGateway>) -> Self {
+    pub fn new(gateway: Arc<dyn BlockingToolGateway>) -> Self {
         WorkerCalls {
             gateway,
             queue: Mutex::new(None),

@@ -6,9 +6,9 @@ use crate::interrupt::Interrupt;
 use crate::op::{CallStarter, DriverStep, EventSink, OpEnv, OpHandle};
 use crate::registry::SharedRegistry;
 use connop_core::flow::{DEFAULT_TICK, Flow, FlowConfig, Surface};
-use connop_core::gateway::BlockingGateway;
 use connop_core::operation::{DEFAULT_DEADLINE, Text};
 use connop_core::tool::ToolResult;
+use connop_core::tool_gateway::BlockingToolGateway;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -118,7 +118,7 @@ impl<G: ?Sized> Clone for ToolContext<G> {
 /// Runs one `manage_connections` tool call on the calling thread and returns its result as
 /// JSON. On the card path it blocks until the operation settles; other threads reach it
 /// through the registry's [`OpHandle`] or the context's [`Interrupt`].
-pub fn manage_connections(args: &Value, context: &ToolContext<dyn BlockingGateway>) -> Value {
+pub fn manage_connections(args: &Value, context: &ToolContext<dyn BlockingToolGateway>) -> Value {
     let op = start_tool_call(args, context);
     drive(&op, true);
     // Serialized by the thread that settled the operation, while this one slept.
@@ -127,11 +127,11 @@ pub fn manage_connections(args: &Value, context: &ToolContext<dyn BlockingGatewa
 }
 
 /// [`manage_connections`], returning the typed result.
-pub fn run_tool_call(args: &Value, context: &ToolContext<dyn BlockingGateway>) -> ToolResult {
+pub fn run_tool_call(args: &Value, context: &ToolContext<dyn BlockingToolGateway>) -> ToolResult {
     run_to_end(&start_tool_call(args, context))
 }
 
-fn start_tool_call(args: &Value, context: &ToolContext<dyn BlockingGateway>) -> OpHandle {
+fn start_tool_call(args: &Value, context: &ToolContext<dyn BlockingToolGateway>) -> OpHandle {
     let calls: Arc<dyn CallStarter> = if context.inline_calls {
         Arc::new(InlineCalls(context.gateway.clone()))
     } else {

@@ -4,9 +4,9 @@
 //! each request the exchange yields with isahc and feeds the answer back. The isahc helpers
 //! here are public so the async client sends exactly the same requests.
 
-use connop_core::gateway::{
-    Account, BlockingGateway, ConnectorRow, GatewayCall, GatewayError, GatewayReply, MintRequest,
-    MintRow,
+use connop_core::tool_gateway::{
+    Account, BlockingToolGateway, ConnectorRow, GatewayCall, GatewayError, GatewayReply,
+    MintRequest, MintRow,
 };
 use connop_core::wire::{self, Answer, ClientConfig, Exchange, Method, TransportError};
 use isahc::HttpClient;
@@ -104,17 +104,17 @@ pub fn to_wire<B>(response: &isahc::Response<B>, body: Vec<u8>) -> wire::Respons
 /// The tool gateway over HTTP, blocking the calling thread for each call. One isahc client
 /// per gateway, so connections are reused across calls — except by the mint.
 #[derive(Debug)]
-pub struct HttpGateway {
+pub struct HttpToolGateway {
     config: ClientConfig,
     client: HttpClient,
     /// The mint's client: see [`mint_client`].
     mint_client: HttpClient,
 }
 
-impl HttpGateway {
+impl HttpToolGateway {
     /// A gateway client for `config` with its own isahc clients.
     pub fn new(config: ClientConfig) -> Result<Self, HttpError> {
-        Ok(HttpGateway::with_clients(
+        Ok(HttpToolGateway::with_clients(
             config,
             HttpClient::new()?,
             mint_client()?,
@@ -126,7 +126,7 @@ impl HttpGateway {
     /// `connection_cache_size(0)` (as [`mint_client`] does): on a reused connection curl may
     /// send a mint twice.
     pub fn with_clients(config: ClientConfig, client: HttpClient, mint_client: HttpClient) -> Self {
-        HttpGateway {
+        HttpToolGateway {
             config,
             client,
             mint_client,
@@ -136,7 +136,7 @@ impl HttpGateway {
     /// The gateway the environment names; `Ok(None)` when `CONNECTOR_GATEWAY_URL` is unset.
     /// A URL with no token still builds: its calls are refused without sending.
     pub fn from_env() -> Result<Option<Self>, HttpError> {
-        env_config().map(HttpGateway::new).transpose()
+        env_config().map(HttpToolGateway::new).transpose()
     }
 
     /// Where this client sends.
@@ -187,7 +187,7 @@ fn mismatch(route: &str, reply: &GatewayReply) -> GatewayError {
     GatewayError::invalid(format!("a {} answer to a {route} call", reply.kind()))
 }
 
-impl BlockingGateway for HttpGateway {
+impl BlockingToolGateway for HttpToolGateway {
     fn list(&self, timeout: Option<Duration>) -> Result<Vec<ConnectorRow>, GatewayError> {
         match self.drive(Exchange::list(&self.config, timeout))? {
             GatewayReply::Connectors(rows) => Ok(rows),
@@ -226,7 +226,8 @@ mod tests {
     #[test]
     fn debug_output_hides_the_token() {
         let gateway =
-            HttpGateway::new(ClientConfig::new("http://gw.test/", Some("hush".into()))).unwrap();
+            HttpToolGateway::new(ClientConfig::new("http://gw.test/", Some("hush".into())))
+                .unwrap();
         assert_eq!(gateway.config().base_url, "http://gw.test");
         assert!(!format!("{gateway:?}").contains("hush"));
     }

@@ -19,7 +19,7 @@
 
 use connop_blocking::{Interrupt, SharedRegistry, ToolContext};
 use connop_core::flow::Surface;
-use connop_core::gateway::AsyncGateway;
+use connop_core::tool_gateway::AsyncToolGateway;
 use connop_fixtures::load::{LoadArgs, card_counter, connect_args, settled_as};
 use connop_fixtures::measure::{Counting, Figures, heap, memory, process_cpu, threads_cpu};
 use std::sync::Arc;
@@ -33,11 +33,12 @@ static GLOBAL: Counting = Counting;
 
 fn context(
     registry: &SharedRegistry,
-    gateway: Arc<dyn AsyncGateway>,
+    gateway: Arc<dyn AsyncToolGateway>,
     cards: &Arc<AtomicUsize>,
     deadline: Duration,
-) -> ToolContext<dyn AsyncGateway> {
-    let mut ctx: ToolContext<dyn AsyncGateway> = ToolContext::new(registry.clone(), "", gateway);
+) -> ToolContext<dyn AsyncToolGateway> {
+    let mut ctx: ToolContext<dyn AsyncToolGateway> =
+        ToolContext::new(registry.clone(), "", gateway);
     ctx.surface = Surface::Desktop;
     ctx.events = Some(card_counter(cards));
     ctx.deadline = deadline;
@@ -47,7 +48,7 @@ fn context(
 /// Spawns `ops` operations on `ex`; each task answers whether it settled as expected.
 fn spawn_ops<'a>(
     ex: &smol::LocalExecutor<'a>,
-    ctx: &ToolContext<dyn AsyncGateway>,
+    ctx: &ToolContext<dyn AsyncToolGateway>,
     prefix: &str,
     ops: usize,
     expect: (&'static str, &'static str),

@@ -5,10 +5,10 @@
 
 use connop_blocking::{CallStarter, OpHandle, ToolContext};
 use connop_core::flow::WakeReason;
-use connop_core::gateway::{
-    AsyncGateway, BoxFuture, CallId, GatewayCall, GatewayError, GatewayReply,
-};
 use connop_core::tool::ToolResult;
+use connop_core::tool_gateway::{
+    AsyncToolGateway, BoxFuture, CallId, GatewayCall, GatewayError, GatewayReply,
+};
 use futures_lite::future::poll_fn;
 use serde_json::Value;
 use std::future::Future;
@@ -43,13 +43,13 @@ fn batched(at: Instant, reason: WakeReason, now: Instant) -> Instant {
 
 /// Hands an operation's gateway calls to its driver future.
 pub struct SmolCalls {
-    gateway: Arc<dyn AsyncGateway>,
+    gateway: Arc<dyn AsyncToolGateway>,
     queue: Mutex<Vec<(CallId, GatewayCall)>>,
 }
 
 impl SmolCalls {
     /// Calls through `gateway`.
-    pub fn new(gateway: Arc<dyn AsyncGateway>) -> Self {
+    pub fn new(gateway: Arc<dyn AsyncToolGateway>) -> Self {
         SmolCalls {
             gateway,
             queue: Mutex::new(Vec::new()),
@@ -151,20 +151,26 @@ pub async fn run_to_end(op: &OpHandle, calls: &SmolCalls) -> ToolResult {
 /// Runs one `manage_connections` tool call as a future and returns its result as JSON. On
 /// the card path it completes when the operation settles; other threads and tasks reach it
 /// through the registry's [`OpHandle`] or the context's interrupt handle.
-pub async fn manage_connections(args: &Value, context: &ToolContext<dyn AsyncGateway>) -> Value {
+pub async fn manage_connections(
+    args: &Value,
+    context: &ToolContext<dyn AsyncToolGateway>,
+) -> Value {
     let (op, calls) = start_tool_call(args, context);
     run_to_end(&op, &calls).await.to_value()
 }
 
 /// [`manage_connections`], returning the typed result.
-pub async fn run_tool_call(args: &Value, context: &ToolContext<dyn AsyncGateway>) -> ToolResult {
+pub async fn run_tool_call(
+    args: &Value,
+    context: &ToolContext<dyn AsyncToolGateway>,
+) -> ToolResult {
     let (op, calls) = start_tool_call(args, context);
     run_to_end(&op, &calls).await
 }
 
 fn start_tool_call(
     args: &Value,
-    context: &ToolContext<dyn AsyncGateway>,
+    context: &ToolContext<dyn AsyncToolGateway>,
 ) -> (OpHandle, Arc<SmolCalls>) {
     let calls = Arc::new(SmolCalls::new(context.gateway.clone()));
     let op = context.start(args, calls.clone());

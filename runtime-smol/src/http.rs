@@ -8,8 +8,8 @@ use connop_blocking::http::{
     HttpError, MAX_BODY, body_error, env_config, mint_client, to_isahc, to_wire, too_large,
     transport_error,
 };
-use connop_core::gateway::{
-    Account, AsyncGateway, BoxFuture, ConnectorRow, GatewayCall, GatewayError, GatewayReply,
+use connop_core::tool_gateway::{
+    Account, AsyncToolGateway, BoxFuture, ConnectorRow, GatewayCall, GatewayError, GatewayReply,
     MintRequest, MintRow,
 };
 use connop_core::wire::{self, Answer, ClientConfig, Exchange, Method, Step};
@@ -20,17 +20,17 @@ use std::time::Duration;
 /// The tool gateway over HTTP for async hosts. One isahc client per gateway, so connections
 /// are reused across calls and across concurrent operations — except by the mint.
 #[derive(Debug)]
-pub struct AsyncHttpGateway {
+pub struct AsyncHttpToolGateway {
     config: ClientConfig,
     client: HttpClient,
     /// The mint's client: see [`mint_client`].
     mint_client: HttpClient,
 }
 
-impl AsyncHttpGateway {
+impl AsyncHttpToolGateway {
     /// A gateway client for `config` with its own isahc clients.
     pub fn new(config: ClientConfig) -> Result<Self, HttpError> {
-        Ok(AsyncHttpGateway::with_clients(
+        Ok(AsyncHttpToolGateway::with_clients(
             config,
             HttpClient::new()?,
             mint_client()?,
@@ -41,7 +41,7 @@ impl AsyncHttpGateway {
     /// `client` for the reads, `mint_client` for the mint. Build `mint_client` with
     /// `connection_cache_size(0)`: on a reused connection curl may send a mint twice.
     pub fn with_clients(config: ClientConfig, client: HttpClient, mint_client: HttpClient) -> Self {
-        AsyncHttpGateway {
+        AsyncHttpToolGateway {
             config,
             client,
             mint_client,
@@ -51,7 +51,7 @@ impl AsyncHttpGateway {
     /// The gateway the environment names; `Ok(None)` when `CONNECTOR_GATEWAY_URL` is unset.
     /// A URL with no token still builds: its calls are refused without sending.
     pub fn from_env() -> Result<Option<Self>, HttpError> {
-        env_config().map(AsyncHttpGateway::new).transpose()
+        env_config().map(AsyncHttpToolGateway::new).transpose()
     }
 
     /// Where this client sends.
@@ -106,7 +106,7 @@ fn mismatch(route: &str, reply: &GatewayReply) -> GatewayError {
     GatewayError::invalid(format!("a {} answer to a {route} call", reply.kind()))
 }
 
-impl AsyncGateway for AsyncHttpGateway {
+impl AsyncToolGateway for AsyncHttpToolGateway {
     fn list(
         &self,
         timeout: Option<Duration>,
@@ -169,8 +169,8 @@ mod tests {
         let config = slow
             .config()
             .with_default_timeout(Duration::from_millis(400));
-        let slow_gateway = AsyncHttpGateway::new(config).unwrap();
-        let fast_gateway = AsyncHttpGateway::new(fast.config()).unwrap();
+        let slow_gateway = AsyncHttpToolGateway::new(config).unwrap();
+        let fast_gateway = AsyncHttpToolGateway::new(fast.config()).unwrap();
         let fast_done = AtomicBool::new(false);
         let (slow_result, fast_result) = smol::block_on(futures_lite::future::zip(
             async {

@@ -6,8 +6,9 @@
 //! operation handle, registry, interrupt token and tool context are the ones of
 //! [`connop_blocking`], so hosts use the same API on both runtimes.
 
+#[cfg(feature = "app")]
+pub mod app;
 pub mod driver;
-pub mod gateway;
 pub mod http;
 
 pub use connop_blocking::{Interrupt, OpHandle, SharedRegistry, ToolContext};

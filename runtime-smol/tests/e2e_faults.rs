@@ -40,7 +40,7 @@
 
 mod support;
 
-use connop_fixtures::sim_gateway::{SimGateway, SimOptions};
+use connop_smol::app::sim_gateway::{SimOptions, SimToolGateway};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -62,13 +62,13 @@ const PROMPT: Duration = Duration::from_millis(500);
 /// A simulated tool gateway on loopback, in this process; the binary reaches it through
 /// `CONNECTOR_GATEWAY_URL`, the test through `/sim/faults`, `/sim/log` and `/sim/reset`.
 struct Sim {
-    _server: SimGateway,
+    _server: SimToolGateway,
     url: String,
 }
 
 impl Sim {
     fn start() -> Self {
-        let server = SimGateway::start(SimOptions::default().token(TOKEN)).expect("sim starts");
+        let server = SimToolGateway::start(SimOptions::default().token(TOKEN)).expect("sim starts");
         let url = server.url();
         Sim {
             _server: server,

@@ -184,9 +184,9 @@ fn no_delivery_records(home: &Path) {
 }
 
 /// A desktop viewer lease on the Bot Chat, advertising a delivery consumer.
-fn viewer_lease(home: &Path) -> connop_smol::gateway::lease::Lease {
+fn viewer_lease(home: &Path) -> connop_smol::app::lease::Lease {
     let metadata = json!({"live_session_id": "live-1", "bot_live_delivery_consumer": true});
-    connop_smol::gateway::lease::try_acquire(home, "bot-chat", "desktop", metadata, 0)
+    connop_smol::app::lease::try_acquire(home, "bot-chat", "desktop", metadata, 0)
         .expect("the viewer lease")
 }
 

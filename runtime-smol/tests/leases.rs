@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, mpsc};
 use std::time::Duration;
 
-use connop_smol::gateway::lease::{
+use connop_smol::app::lease::{
     self, LeaseEntry, Refusal, list, process_start_time, registry_path, try_acquire,
 };
 use serde_json::{Value, json};

@@ -3,7 +3,7 @@
 //! created, and transport or HTTP failures come back as `Err` with the reason.
 
 use connop_fixtures::canned::{Canned, Seen, Server, reply};
-use connop_smol::gateway::peer::{DmOptions, peer_dm};
+use connop_smol::app::peer::{DmOptions, peer_dm};
 use serde_json::{Value, json};
 
 fn options(server_url: String, json: bool) -> DmOptions {

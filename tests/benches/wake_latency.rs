@@ -18,9 +18,9 @@
 use connop_blocking::{Interrupt, OpHandle, SharedRegistry, ToolContext};
 use connop_core::card::CardAnswer;
 use connop_core::flow::{Event, Surface};
-use connop_core::gateway::{AsyncGateway, BlockingGateway};
+use connop_core::tool_gateway::{AsyncToolGateway, BlockingToolGateway};
 use connop_fixtures::random::Rng;
-use connop_fixtures::{ScriptedGateway, SharedGateway};
+use connop_fixtures::{ScriptedToolGateway, SharedToolGateway};
 use serde_json::json;
 use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex};
@@ -46,7 +46,7 @@ struct Parked {
 }
 
 fn measure(runtime: Runtime, kind: Kind, ops: usize, tick: Duration, seed: u64) -> Vec<Duration> {
-    let gateway = SharedGateway::new(ScriptedGateway::new());
+    let gateway = SharedToolGateway::new(ScriptedToolGateway::new());
     let registry = SharedRegistry::new("/bench/.connop");
     let (parked_tx, parked_rx) = channel::<(usize, Parked)>();
     let (done_tx, done_rx) = channel::<(usize, Instant)>();
@@ -77,7 +77,7 @@ fn measure(runtime: Runtime, kind: Kind, ops: usize, tick: Duration, seed: u64) 
     match runtime {
         Runtime::Blocking => {
             for (i, (key, interrupt, events)) in contexts.into_iter().enumerate() {
-                let mut ctx: ToolContext<dyn BlockingGateway> =
+                let mut ctx: ToolContext<dyn BlockingToolGateway> =
                     ToolContext::new(registry.clone(), &key, Arc::new(gateway.clone()));
                 ctx.surface = Surface::Desktop;
                 ctx.events = Some(events);
@@ -99,10 +99,10 @@ fn measure(runtime: Runtime, kind: Kind, ops: usize, tick: Duration, seed: u64) 
             }
         }
         Runtime::Smol => {
-            let ctxs: Vec<ToolContext<dyn AsyncGateway>> = contexts
+            let ctxs: Vec<ToolContext<dyn AsyncToolGateway>> = contexts
                 .into_iter()
                 .map(|(key, interrupt, events)| {
-                    let mut ctx: ToolContext<dyn AsyncGateway> =
+                    let mut ctx: ToolContext<dyn AsyncToolGateway> =
                         ToolContext::new(registry.clone(), &key, Arc::new(gateway.clone()));
                     ctx.surface = Surface::Desktop;
                     ctx.events = Some(events);

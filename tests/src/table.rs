@@ -8,13 +8,13 @@
 use connop_blocking::{Interrupt, OpHandle, SharedRegistry, ToolContext};
 use connop_core::contract::{Actor, SettleReason, TargetState};
 use connop_core::flow::{Event, Surface};
-use connop_core::gateway::{
-    AccountStatus, AsyncGateway, BlockingGateway, GatewayCall, GatewayError, GatewayReply,
-    MintStatus,
-};
 use connop_core::operation::Patch;
 use connop_core::payload::{CardRequest, UpdateFrame};
-use connop_fixtures::{CallHook, MintLog, ScriptedGateway, Step};
+use connop_core::tool_gateway::{
+    AccountStatus, AsyncToolGateway, BlockingToolGateway, GatewayCall, GatewayError, GatewayReply,
+    MintStatus,
+};
+use connop_fixtures::{CallHook, MintLog, ScriptedToolGateway, Step};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -33,11 +33,11 @@ pub trait Backend: Send + Sync {
     /// A name for failure messages.
     fn name(&self) -> String;
     /// Sets the world a scenario starts from.
-    fn set_world(&self, world: &ScriptedGateway);
+    fn set_world(&self, world: &ScriptedToolGateway);
     /// The gateway for the blocking runtime.
-    fn blocking(&self) -> Arc<dyn BlockingGateway>;
+    fn blocking(&self) -> Arc<dyn BlockingToolGateway>;
     /// The gateway for the smol runtime.
-    fn asynchronous(&self) -> Arc<dyn AsyncGateway>;
+    fn asynchronous(&self) -> Arc<dyn AsyncToolGateway>;
     /// Whether the blocking runtime may run calls inline (the gateway answers at once).
     fn inline_calls(&self) -> bool;
     /// Mints seen, in order.
@@ -127,7 +127,7 @@ pub struct Scenario {
     /// The seed test it ports.
     pub name: &'static str,
     /// The world.
-    pub world: ScriptedGateway,
+    pub world: ScriptedToolGateway,
     /// Tool arguments.
     pub args: Value,
     /// The session's surface.
@@ -149,7 +149,7 @@ pub struct Scenario {
 impl Scenario {
     fn new(
         name: &'static str,
-        world: ScriptedGateway,
+        world: ScriptedToolGateway,
         args: Value,
         check: fn(&Run, &dyn Backend),
     ) -> Self {
@@ -261,12 +261,14 @@ pub fn run(scenario: &Scenario, runtime: Runtime, backend: &dyn Backend) -> Run 
                 .expect("the card came before the first read");
             assert!(op.settle(SettleReason::Continue));
             let _ = answer;
-            Ok(GatewayReply::Account(Some(connop_core::gateway::Account {
-                connection_id: connection_id.clone(),
-                connector: "gmail".into(),
-                status: AccountStatus::Active,
-                status_reason: None,
-            })))
+            Ok(GatewayReply::Account(Some(
+                connop_core::tool_gateway::Account {
+                    connection_id: connection_id.clone(),
+                    connector: "gmail".into(),
+                    status: AccountStatus::Active,
+                    status_reason: None,
+                },
+            )))
         });
         hook
     });
@@ -285,7 +287,7 @@ pub fn run(scenario: &Scenario, runtime: Runtime, backend: &dyn Backend) -> Run 
     let result = match runtime {
         Runtime::Blocking => {
             let gateway = hooked_blocking(backend.blocking(), hook);
-            let mut ctx: ToolContext<dyn BlockingGateway> =
+            let mut ctx: ToolContext<dyn BlockingToolGateway> =
                 ToolContext::new(registry.clone(), SESSION, gateway);
             configure(&mut ctx, scenario, events, &interrupt);
             ctx.inline_calls = backend.inline_calls();
@@ -293,7 +295,7 @@ pub fn run(scenario: &Scenario, runtime: Runtime, backend: &dyn Backend) -> Run 
         }
         Runtime::Smol => {
             let gateway = hooked_async(backend.asynchronous(), hook);
-            let mut ctx: ToolContext<dyn AsyncGateway> =
+            let mut ctx: ToolContext<dyn AsyncToolGateway> =
                 ToolContext::new(registry.clone(), SESSION, gateway);
             configure(&mut ctx, scenario, events, &interrupt);
             smol::block_on(connop_smol::manage_connections(&scenario.args, &ctx))
@@ -338,7 +340,7 @@ fn configure<G: ?Sized>(
 /// Opens an unsettled card-path operation in the session, as the seeds' `live.open` does:
 /// started and pumped once (registered, minted, card shown), then left alone.
 fn preopen(registry: &SharedRegistry, backend: &dyn Backend) -> OpHandle {
-    let mut ctx: ToolContext<dyn BlockingGateway> =
+    let mut ctx: ToolContext<dyn BlockingToolGateway> =
         ToolContext::new(registry.clone(), SESSION, backend.blocking());
     ctx.events = Some(Arc::new(|_: &Event| {}));
     ctx.surface = Surface::Desktop;
@@ -358,40 +360,43 @@ struct Hooked<G: ?Sized> {
 }
 
 fn hooked_blocking(
-    inner: Arc<dyn BlockingGateway>,
+    inner: Arc<dyn BlockingToolGateway>,
     hook: Option<CallHook>,
-) -> Arc<dyn BlockingGateway> {
+) -> Arc<dyn BlockingToolGateway> {
     match hook {
         Some(hook) => Arc::new(Hooked { inner, hook }),
         None => inner,
     }
 }
 
-fn hooked_async(inner: Arc<dyn AsyncGateway>, hook: Option<CallHook>) -> Arc<dyn AsyncGateway> {
+fn hooked_async(
+    inner: Arc<dyn AsyncToolGateway>,
+    hook: Option<CallHook>,
+) -> Arc<dyn AsyncToolGateway> {
     match hook {
         Some(hook) => Arc::new(Hooked { inner, hook }),
         None => inner,
     }
 }
 
-impl BlockingGateway for Hooked<dyn BlockingGateway> {
+impl BlockingToolGateway for Hooked<dyn BlockingToolGateway> {
     fn list(
         &self,
         timeout: Option<Duration>,
-    ) -> Result<Vec<connop_core::gateway::ConnectorRow>, GatewayError> {
+    ) -> Result<Vec<connop_core::tool_gateway::ConnectorRow>, GatewayError> {
         self.inner.list(timeout)
     }
     fn mint(
         &self,
-        request: &connop_core::gateway::MintRequest,
-    ) -> Result<Vec<connop_core::gateway::MintRow>, GatewayError> {
+        request: &connop_core::tool_gateway::MintRequest,
+    ) -> Result<Vec<connop_core::tool_gateway::MintRow>, GatewayError> {
         self.inner.mint(request)
     }
     fn account(
         &self,
         connection_id: &str,
         timeout: Duration,
-    ) -> Result<Option<connop_core::gateway::Account>, GatewayError> {
+    ) -> Result<Option<connop_core::tool_gateway::Account>, GatewayError> {
         self.inner.account(connection_id, timeout)
     }
     fn call(&self, call: &GatewayCall) -> Result<GatewayReply, GatewayError> {
@@ -399,37 +404,39 @@ impl BlockingGateway for Hooked<dyn BlockingGateway> {
     }
 }
 
-impl AsyncGateway for Hooked<dyn AsyncGateway> {
+impl AsyncToolGateway for Hooked<dyn AsyncToolGateway> {
     fn list(
         &self,
         timeout: Option<Duration>,
-    ) -> connop_core::gateway::BoxFuture<
+    ) -> connop_core::tool_gateway::BoxFuture<
         '_,
-        Result<Vec<connop_core::gateway::ConnectorRow>, GatewayError>,
+        Result<Vec<connop_core::tool_gateway::ConnectorRow>, GatewayError>,
     > {
         self.inner.list(timeout)
     }
     fn mint<'a>(
         &'a self,
-        request: &'a connop_core::gateway::MintRequest,
-    ) -> connop_core::gateway::BoxFuture<'a, Result<Vec<connop_core::gateway::MintRow>, GatewayError>>
-    {
+        request: &'a connop_core::tool_gateway::MintRequest,
+    ) -> connop_core::tool_gateway::BoxFuture<
+        'a,
+        Result<Vec<connop_core::tool_gateway::MintRow>, GatewayError>,
+    > {
         self.inner.mint(request)
     }
     fn account<'a>(
         &'a self,
         connection_id: &'a str,
         timeout: Duration,
-    ) -> connop_core::gateway::BoxFuture<
+    ) -> connop_core::tool_gateway::BoxFuture<
         'a,
-        Result<Option<connop_core::gateway::Account>, GatewayError>,
+        Result<Option<connop_core::tool_gateway::Account>, GatewayError>,
     > {
         self.inner.account(connection_id, timeout)
     }
     fn call<'a>(
         &'a self,
         call: &'a GatewayCall,
-    ) -> connop_core::gateway::BoxFuture<'a, Result<GatewayReply, GatewayError>> {
+    ) -> connop_core::tool_gateway::BoxFuture<'a, Result<GatewayReply, GatewayError>> {
         Box::pin(async move {
             let answer = self.inner.call(call).await;
             (self.hook)(call, answer)
@@ -454,7 +461,7 @@ fn mint_pairs(run: &Run) -> Vec<(Vec<String>, bool)> {
 
 /// Every test of seed 001, as scenarios.
 pub fn seed_001() -> Vec<Scenario> {
-    let gw = ScriptedGateway::new;
+    let gw = ScriptedToolGateway::new;
     vec![
         Scenario::new(
             "test_desktop_connect_mints_once_emits_the_card_and_returns_outcomes_without_urls",
@@ -758,12 +765,12 @@ pub fn run_table(runtime: Runtime, backend: &dyn Backend) {
 }
 
 /// The in-process scripted gateway as a backend.
-pub struct InProcess(pub connop_fixtures::SharedGateway);
+pub struct InProcess(pub connop_fixtures::SharedToolGateway);
 
 impl InProcess {
     /// A fresh backend.
     pub fn new() -> Self {
-        InProcess(connop_fixtures::SharedGateway::default())
+        InProcess(connop_fixtures::SharedToolGateway::default())
     }
 }
 
@@ -777,13 +784,13 @@ impl Backend for InProcess {
     fn name(&self) -> String {
         "in-process scripted gateway".into()
     }
-    fn set_world(&self, world: &ScriptedGateway) {
+    fn set_world(&self, world: &ScriptedToolGateway) {
         self.0.with(|gw| *gw = world.clone());
     }
-    fn blocking(&self) -> Arc<dyn BlockingGateway> {
+    fn blocking(&self) -> Arc<dyn BlockingToolGateway> {
         Arc::new(self.0.clone())
     }
-    fn asynchronous(&self) -> Arc<dyn AsyncGateway> {
+    fn asynchronous(&self) -> Arc<dyn AsyncToolGateway> {
         Arc::new(self.0.clone())
     }
     fn inline_calls(&self) -> bool {
@@ -809,23 +816,23 @@ pub type ScriptStep = Step;
 
 /// The simulated tool gateway over real loopback HTTP, reached through the isahc clients.
 pub struct OverHttp {
-    server: connop_fixtures::sim_gateway::SimGateway,
-    blocking: Arc<dyn BlockingGateway>,
-    asynchronous: Arc<dyn AsyncGateway>,
+    server: connop_smol::app::sim_gateway::SimToolGateway,
+    blocking: Arc<dyn BlockingToolGateway>,
+    asynchronous: Arc<dyn AsyncToolGateway>,
 }
 
 impl OverHttp {
     /// Starts a simulated gateway with a token, and clients for it.
     pub fn start() -> Self {
-        use connop_fixtures::sim_gateway::{SimGateway, SimOptions};
+        use connop_smol::app::sim_gateway::{SimOptions, SimToolGateway};
         let token = "table-token";
-        let server = SimGateway::start(SimOptions::default().token(token))
+        let server = SimToolGateway::start(SimOptions::default().token(token))
             .expect("the simulated gateway binds");
         let config = connop_core::wire::ClientConfig::new(server.url(), Some(token.to_owned()));
         let blocking =
-            connop_blocking::http::HttpGateway::new(config.clone()).expect("an isahc client");
+            connop_blocking::http::HttpToolGateway::new(config.clone()).expect("an isahc client");
         let asynchronous =
-            connop_smol::http::AsyncHttpGateway::new(config).expect("an isahc client");
+            connop_smol::http::AsyncHttpToolGateway::new(config).expect("an isahc client");
         OverHttp {
             server,
             blocking: Arc::new(blocking),
@@ -834,7 +841,7 @@ impl OverHttp {
     }
 
     /// The server, for tests that inspect it.
-    pub fn server(&self) -> &connop_fixtures::sim_gateway::SimServer {
+    pub fn server(&self) -> &connop_smol::app::sim_gateway::SimServer {
         self.server.server()
     }
 
@@ -842,7 +849,7 @@ impl OverHttp {
         &self,
         method: &str,
         path_prefix: &str,
-    ) -> Vec<connop_fixtures::sim_gateway::SimRequest> {
+    ) -> Vec<connop_smol::app::sim_gateway::SimRequest> {
         self.server()
             .log()
             .into_iter()
@@ -852,8 +859,8 @@ impl OverHttp {
 }
 
 /// The simulated gateway's `/sim/state` for a scripted world (the seeds' knobs).
-pub fn sim_state(world: &ScriptedGateway) -> Value {
-    use connop_fixtures::sim_gateway::CATALOG;
+pub fn sim_state(world: &ScriptedToolGateway) -> Value {
+    use connop_smol::app::sim_gateway::CATALOG;
     let step = |s: &Step| match s {
         Step::Status(status) => json!(status.as_str()),
         Step::NotFound => json!({"http": 404}),
@@ -900,7 +907,7 @@ impl Backend for OverHttp {
     fn name(&self) -> String {
         format!("simulated gateway over HTTP at {}", self.server.url())
     }
-    fn set_world(&self, world: &ScriptedGateway) {
+    fn set_world(&self, world: &ScriptedToolGateway) {
         self.server().reset();
         self.server()
             .apply_state(sim_state(world))
@@ -911,10 +918,10 @@ impl Backend for OverHttp {
             self.server().queue_faults(faults).expect("valid faults");
         }
     }
-    fn blocking(&self) -> Arc<dyn BlockingGateway> {
+    fn blocking(&self) -> Arc<dyn BlockingToolGateway> {
         self.blocking.clone()
     }
-    fn asynchronous(&self) -> Arc<dyn AsyncGateway> {
+    fn asynchronous(&self) -> Arc<dyn AsyncToolGateway> {
         self.asynchronous.clone()
     }
     fn inline_calls(&self) -> bool {

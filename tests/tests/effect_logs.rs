@@ -3,8 +3,8 @@
 //! return, with every gateway answer and input at the instant it lands.
 
 use connop_core::flow::Surface;
-use connop_core::gateway::MintStatus;
-use connop_fixtures::{Action, Latency, ScriptedGateway, Sim};
+use connop_core::tool_gateway::MintStatus;
+use connop_fixtures::{Action, Latency, ScriptedToolGateway, Sim};
 use connop_tests::assert_clean;
 use serde_json::json;
 use std::time::Duration;
@@ -19,7 +19,7 @@ fn pretty<T: serde::Serialize>(value: &T) -> String {
 
 #[test]
 fn desktop_two_target_connect() {
-    let gw = ScriptedGateway::new().flips(&[("gmail", 2), ("notion", 3)]);
+    let gw = ScriptedToolGateway::new().flips(&[("gmail", 2), ("notion", 3)]);
     let out = Sim::new(gw).run(connect(&["gmail", "notion"]));
     assert_clean(&out);
     insta::assert_snapshot!(out.log.render());
@@ -31,7 +31,7 @@ fn desktop_two_target_connect() {
 
 #[test]
 fn links_path() {
-    let out = Sim::new(ScriptedGateway::new())
+    let out = Sim::new(ScriptedToolGateway::new())
         .surface(Surface::Cli)
         .run(connect(&["gmail", "notion"]));
     assert_clean(&out);
@@ -41,7 +41,7 @@ fn links_path() {
 
 #[test]
 fn reconnect_repair() {
-    let gw = ScriptedGateway::new()
+    let gw = ScriptedToolGateway::new()
         .connected(&["gmail"])
         .flips(&[("notion", 2)]);
     let out = Sim::new(gw).run(json!({"action": "reconnect", "connectors": ["gmail", "notion"]}));
@@ -53,7 +53,7 @@ fn reconnect_repair() {
 fn misroute() {
     // notion is in the local MCP catalog, its mint fails and the gateway does not list it:
     // it is misrouted; gmail connects; the user skips notion on the card.
-    let gw = ScriptedGateway::new()
+    let gw = ScriptedToolGateway::new()
         .flips(&[("gmail", 2)])
         .mint_override("notion", MintStatus::Failed)
         .listed(Some(&["gmail"]));
@@ -67,7 +67,7 @@ fn misroute() {
 
 #[test]
 fn deadline() {
-    let out = Sim::new(ScriptedGateway::new())
+    let out = Sim::new(ScriptedToolGateway::new())
         .deadline(3.0)
         .run(connect(&["gmail"]));
     assert_clean(&out);
@@ -78,7 +78,7 @@ fn deadline() {
 fn continue_race() {
     // The second read of gmail would find it active, but it is in flight for 300 ms and the
     // user presses Continue 100 ms into it: Continue wins, the read lands late and is dropped.
-    let gw = ScriptedGateway::new().flips(&[("gmail", 2)]);
+    let gw = ScriptedToolGateway::new().flips(&[("gmail", 2)]);
     let out = Sim::new(gw)
         .latency(Latency {
             account: Duration::from_millis(300),
@@ -92,11 +92,9 @@ fn continue_race() {
 
 #[test]
 fn status_result() {
-    let gw = ScriptedGateway::new().connected(&["gmail"]).listed(Some(&[
-        "gmail",
-        "notion",
-        "google_calendar",
-    ]));
+    let gw = ScriptedToolGateway::new()
+        .connected(&["gmail"])
+        .listed(Some(&["gmail", "notion", "google_calendar"]));
     let out = Sim::new(gw)
         .run(json!({"action": "status", "connectors": ["gmail", "google-calendar", "slak"]}));
     assert_clean(&out);

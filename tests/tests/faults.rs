@@ -5,10 +5,10 @@
 
 use connop_blocking::{SharedRegistry, ToolContext};
 use connop_core::flow::{Event, Surface};
-use connop_core::gateway::{AsyncGateway, BlockingGateway};
+use connop_core::tool_gateway::{AsyncToolGateway, BlockingToolGateway};
 use connop_core::wire::ClientConfig;
-use connop_fixtures::ScriptedGateway;
-use connop_fixtures::sim_gateway::SimRequest;
+use connop_fixtures::ScriptedToolGateway;
+use connop_smol::app::sim_gateway::SimRequest;
 use connop_tests::table::{Backend, OverHttp, Runtime};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -27,8 +27,8 @@ struct Outcome {
 
 fn run_with(
     runtime: Runtime,
-    blocking: Arc<dyn BlockingGateway>,
-    asynchronous: Arc<dyn AsyncGateway>,
+    blocking: Arc<dyn BlockingToolGateway>,
+    asynchronous: Arc<dyn AsyncToolGateway>,
     args: &Value,
     tick: Duration,
     deadline: Duration,
@@ -38,14 +38,14 @@ fn run_with(
     let started = Instant::now();
     let result = match runtime {
         Runtime::Blocking => {
-            let mut ctx: ToolContext<dyn BlockingGateway> =
+            let mut ctx: ToolContext<dyn BlockingToolGateway> =
                 ToolContext::new(registry.clone(), "s1", blocking);
             (ctx.surface, ctx.events, ctx.tick, ctx.deadline) =
                 (Surface::Desktop, Some(events), tick, deadline);
             connop_blocking::manage_connections(args, &ctx)
         }
         Runtime::Smol => {
-            let mut ctx: ToolContext<dyn AsyncGateway> =
+            let mut ctx: ToolContext<dyn AsyncToolGateway> =
                 ToolContext::new(registry.clone(), "s1", asynchronous);
             (ctx.surface, ctx.events, ctx.tick, ctx.deadline) =
                 (Surface::Desktop, Some(events), tick, deadline);
@@ -128,7 +128,7 @@ fn assert_failed_text(result: &Value, reason_contains: &str) {
 fn a_mint_answered_500_is_never_retried_and_returns_the_gateway_error() {
     both(|runtime| {
         let http = OverHttp::start();
-        http.set_world(&ScriptedGateway::new());
+        http.set_world(&ScriptedToolGateway::new());
         faults(&http, json!([{"route": "mint", "status": 500, "count": 5}]));
         let out = run(
             &http,
@@ -166,7 +166,7 @@ fn mint_failures_of_every_kind_return_the_gateway_error_text() {
             ),
         ];
         for (fault, reason) in cases {
-            http.set_world(&ScriptedGateway::new());
+            http.set_world(&ScriptedToolGateway::new());
             faults(&http, json!([fault]));
             let out = run(
                 &http,
@@ -195,8 +195,9 @@ fn a_refused_connection_fails_the_mint_without_panicking() {
             .unwrap()
             .port();
         let config = ClientConfig::new(format!("http://127.0.0.1:{port}"), Some("t".into()));
-        let blocking = Arc::new(connop_blocking::http::HttpGateway::new(config.clone()).unwrap());
-        let asynchronous = Arc::new(connop_smol::http::AsyncHttpGateway::new(config).unwrap());
+        let blocking =
+            Arc::new(connop_blocking::http::HttpToolGateway::new(config.clone()).unwrap());
+        let asynchronous = Arc::new(connop_smol::http::AsyncHttpToolGateway::new(config).unwrap());
         let out = run_with(
             runtime,
             blocking,
@@ -218,7 +219,7 @@ fn a_refused_connection_fails_the_mint_without_panicking() {
 fn account_reads_answered_500_are_retried_once_and_the_operation_still_settles() {
     both(|runtime| {
         let http = OverHttp::start();
-        http.set_world(&ScriptedGateway::new().flips(&[("gmail", 4)]));
+        http.set_world(&ScriptedToolGateway::new().flips(&[("gmail", 4)]));
         // The first two reads (one read and its retry) fail; later reads succeed.
         faults(
             &http,
@@ -249,7 +250,7 @@ fn account_reads_answered_500_are_retried_once_and_the_operation_still_settles()
 fn a_429_backs_off_every_live_target_until_retry_after() {
     both(|runtime| {
         let http = OverHttp::start();
-        http.set_world(&ScriptedGateway::new());
+        http.set_world(&ScriptedToolGateway::new());
         // The first account read (gmail) is rate limited for 2 s; the deadline comes first.
         faults(
             &http,
@@ -280,7 +281,7 @@ fn a_429_backs_off_every_live_target_until_retry_after() {
 fn answers_slower_than_the_read_timeout_do_not_hold_the_deadline() {
     both(|runtime| {
         let http = OverHttp::start();
-        http.set_world(&ScriptedGateway::new());
+        http.set_world(&ScriptedToolGateway::new());
         // Every account read takes 4 s; the read timeout is clamped to 1 s; the deadline is
         // 1.5 s away.
         faults(
@@ -304,7 +305,7 @@ fn answers_slower_than_the_read_timeout_do_not_hold_the_deadline() {
 fn malformed_account_bodies_move_nothing_and_the_operation_settles_by_its_deadline() {
     both(|runtime| {
         let http = OverHttp::start();
-        http.set_world(&ScriptedGateway::new().flips(&[("gmail", 1)]));
+        http.set_world(&ScriptedToolGateway::new().flips(&[("gmail", 1)]));
         faults(
             &http,
             json!([{"route": "account", "status": 200, "body": "{\"status\": \"zombie\"", "count": 1000}]),
@@ -331,7 +332,7 @@ fn every_request_carries_the_token_and_the_content_type() {
     both(|runtime| {
         let http = OverHttp::start();
         http.set_world(
-            &ScriptedGateway::new()
+            &ScriptedToolGateway::new()
                 .flips(&[("gmail", 2)])
                 .listed(Some(&["gmail"])),
         );
@@ -379,10 +380,11 @@ fn every_request_carries_the_token_and_the_content_type() {
 fn a_wrong_token_is_an_auth_error_before_any_card() {
     both(|runtime| {
         let http = OverHttp::start();
-        http.set_world(&ScriptedGateway::new());
+        http.set_world(&ScriptedToolGateway::new());
         let config = ClientConfig::new(http.server().url(), Some("not-the-token".into()));
-        let blocking = Arc::new(connop_blocking::http::HttpGateway::new(config.clone()).unwrap());
-        let asynchronous = Arc::new(connop_smol::http::AsyncHttpGateway::new(config).unwrap());
+        let blocking =
+            Arc::new(connop_blocking::http::HttpToolGateway::new(config.clone()).unwrap());
+        let asynchronous = Arc::new(connop_smol::http::AsyncHttpToolGateway::new(config).unwrap());
         let out = run_with(
             runtime,
             blocking,

@@ -3,15 +3,15 @@
 //! mapping, the one retry of a read and never of the mint, the token check before sending,
 //! timeouts, a refused connection, a connection dropped under a mint, and a bounded answer.
 
-use connop_blocking::http::{HttpGateway, MAX_BODY};
-use connop_core::gateway::{
-    Account, AccountStatus, AsyncGateway, BlockingGateway, ConnectorRow, GatewayCall, GatewayError,
-    GatewayReply, MintRow, MintStatus,
+use connop_blocking::http::{HttpToolGateway, MAX_BODY};
+use connop_core::tool_gateway::{
+    Account, AccountStatus, AsyncToolGateway, BlockingToolGateway, ConnectorRow, GatewayCall,
+    GatewayError, GatewayReply, MintRow, MintStatus,
 };
 use connop_core::wire::ClientConfig;
 use connop_fixtures::canned::{Canned, Server, account_body, mint_request, reply};
-use connop_fixtures::sim_gateway::{SimGateway, SimOptions};
-use connop_smol::http::AsyncHttpGateway;
+use connop_smol::app::sim_gateway::{SimOptions, SimToolGateway};
+use connop_smol::http::AsyncHttpToolGateway;
 use serde_json::json;
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
@@ -23,16 +23,16 @@ const KINDS: [&str; 2] = ["blocking", "async"];
 
 /// One client of each kind, behind the calls these tests make.
 enum Client {
-    Blocking(HttpGateway),
-    Async(AsyncHttpGateway),
+    Blocking(HttpToolGateway),
+    Async(AsyncHttpToolGateway),
 }
 
 impl Client {
     /// The client of `kind` (one of [`KINDS`]) for `config`.
     fn new(kind: &str, config: ClientConfig) -> Client {
         match kind {
-            "blocking" => Client::Blocking(HttpGateway::new(config).expect("client")),
-            _ => Client::Async(AsyncHttpGateway::new(config).expect("client")),
+            "blocking" => Client::Blocking(HttpToolGateway::new(config).expect("client")),
+            _ => Client::Async(AsyncHttpToolGateway::new(config).expect("client")),
         }
     }
 
@@ -282,7 +282,7 @@ fn a_slow_answer_past_the_timeout_is_a_transport_error() {
 #[test]
 fn a_mint_is_sent_once_when_the_gateway_drops_it_even_after_warm_calls() {
     for kind in KINDS {
-        let sim = SimGateway::start(SimOptions::default().token("t")).unwrap();
+        let sim = SimToolGateway::start(SimOptions::default().token("t")).unwrap();
         let config = ClientConfig::new(sim.url(), Some("t".into()));
         let client = Client::new(kind, config);
         // Connections that a keep-alive client would reuse.

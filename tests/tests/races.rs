@@ -2,8 +2,8 @@
 //! after its call; an input scheduled inside that window lands while the call is in flight.
 
 use connop_core::contract::{Actor, TargetState};
-use connop_core::gateway::{AccountStatus, GatewayError};
-use connop_fixtures::{Action, Latency, ScriptedGateway, Sim, Step};
+use connop_core::tool_gateway::{AccountStatus, GatewayError};
+use connop_fixtures::{Action, Latency, ScriptedToolGateway, Sim, Step};
 use connop_tests::assert_clean;
 use serde_json::json;
 use std::time::Duration;
@@ -23,7 +23,7 @@ fn slow_reads(ms: u64) -> Latency {
 
 #[test]
 fn continue_while_an_account_read_is_in_flight_wins_and_the_read_is_dropped() {
-    let gw = ScriptedGateway::new().script("gmail", vec![Step::Status(AccountStatus::Active)]);
+    let gw = ScriptedToolGateway::new().script("gmail", vec![Step::Status(AccountStatus::Active)]);
     let out = Sim::new(gw)
         .latency(slow_reads(10))
         .on_card(|_, ctl| ctl.after(MS(5), Action::Continue))
@@ -47,7 +47,7 @@ fn continue_while_an_account_read_is_in_flight_wins_and_the_read_is_dropped() {
 
 #[test]
 fn interrupt_while_a_read_is_in_flight_settles_at_once() {
-    let out = Sim::new(ScriptedGateway::new())
+    let out = Sim::new(ScriptedToolGateway::new())
         .tick(5.0)
         .latency(slow_reads(3_000))
         .on_card(|_, ctl| ctl.after(MS(20), Action::Interrupt))
@@ -61,7 +61,7 @@ fn interrupt_while_a_read_is_in_flight_settles_at_once() {
 fn a_connected_read_on_a_row_that_failed_meanwhile_is_dropped() {
     // The read of gmail is in flight; meanwhile the row fails; then the read says active.
     // failed → connected is no edge: the answer is late, not an error.
-    let gw = ScriptedGateway::new().script("gmail", vec![Step::Status(AccountStatus::Active)]);
+    let gw = ScriptedToolGateway::new().script("gmail", vec![Step::Status(AccountStatus::Active)]);
     let out = Sim::new(gw)
         .deadline(1.0)
         .latency(slow_reads(10))
@@ -98,7 +98,7 @@ fn a_connected_read_on_a_row_that_failed_meanwhile_is_dropped() {
 
 #[test]
 fn a_card_answer_after_settle_moves_nothing_and_reports_settled() {
-    let out = Sim::new(ScriptedGateway::new())
+    let out = Sim::new(ScriptedToolGateway::new())
         .on_card(|_, ctl| {
             ctl.after(MS(5), Action::Continue);
             ctl.after(MS(6), Action::skip(&["gmail"]));
@@ -124,7 +124,7 @@ fn a_card_answer_after_settle_moves_nothing_and_reports_settled() {
 
 #[test]
 fn the_deadline_fires_on_its_own_timer_whatever_reads_are_in_flight() {
-    let out = Sim::new(ScriptedGateway::new())
+    let out = Sim::new(ScriptedToolGateway::new())
         .deadline(2.0)
         .latency(slow_reads(20_000))
         .run(connect(&["gmail"]));
@@ -143,7 +143,7 @@ fn a_429_backs_off_every_live_target_until_retry_after() {
     let limited = Step::Fail(GatewayError::RateLimited {
         retry_after: Duration::from_secs(3),
     });
-    let gw = ScriptedGateway::new()
+    let gw = ScriptedToolGateway::new()
         .script(
             "gmail",
             vec![
@@ -183,7 +183,7 @@ fn a_429_asking_for_centuries_saturates_and_the_deadline_still_fires() {
     let limited = Step::Fail(GatewayError::RateLimited {
         retry_after: Duration::MAX,
     });
-    let gw = ScriptedGateway::new().script("gmail", vec![limited]);
+    let gw = ScriptedToolGateway::new().script("gmail", vec![limited]);
     let out = Sim::new(gw)
         .tick(1.0)
         .deadline(5.0)
@@ -196,7 +196,7 @@ fn a_429_asking_for_centuries_saturates_and_the_deadline_still_fires() {
 
 #[test]
 fn read_timeouts_are_the_time_left_clamped_to_one_and_ten_seconds() {
-    let out = Sim::new(ScriptedGateway::new())
+    let out = Sim::new(ScriptedToolGateway::new())
         .tick(2.0)
         .deadline(13.0)
         .run(connect(&["gmail"]));
@@ -215,7 +215,7 @@ fn read_timeouts_are_the_time_left_clamped_to_one_and_ten_seconds() {
 fn at_the_same_instant_an_answer_lands_before_the_deadline() {
     // The read answers active exactly at the deadline: inputs of an instant come before its
     // timers, so the answer connects the row and the operation settles all_resolved.
-    let gw = ScriptedGateway::new().script("gmail", vec![Step::Status(AccountStatus::Active)]);
+    let gw = ScriptedToolGateway::new().script("gmail", vec![Step::Status(AccountStatus::Active)]);
     let out = Sim::new(gw)
         .deadline(1.0)
         .latency(slow_reads(1_000))
@@ -226,7 +226,7 @@ fn at_the_same_instant_an_answer_lands_before_the_deadline() {
 
 #[test]
 fn list_fallback_watches_rows_without_connection_ids_and_backs_off_on_429() {
-    let mut gw = ScriptedGateway::new().without_connection_ids();
+    let mut gw = ScriptedToolGateway::new().without_connection_ids();
     gw.list_faults = vec![GatewayError::RateLimited {
         retry_after: Duration::from_secs(5),
     }];
@@ -246,7 +246,7 @@ fn list_fallback_watches_rows_without_connection_ids_and_backs_off_on_429() {
 fn a_pending_row_steps_through_initiated_before_any_watcher_move() {
     // A mint that names no row for notion leaves it pending; with no connection id it is
     // watched through the list, and its connection steps pending → initiated → connected.
-    let mut gw = ScriptedGateway::new()
+    let mut gw = ScriptedToolGateway::new()
         .without_connection_ids()
         .connected(&["notion"]);
     gw.mint_overrides.clear();

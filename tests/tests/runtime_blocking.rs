@@ -2,15 +2,15 @@
 
 use connop_blocking::{Interrupt, SharedRegistry, ToolContext};
 use connop_core::flow::{Event, Surface};
-use connop_core::gateway::BlockingGateway;
-use connop_fixtures::{ScriptedGateway, SharedGateway};
+use connop_core::tool_gateway::BlockingToolGateway;
+use connop_fixtures::{ScriptedToolGateway, SharedToolGateway};
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
-fn context(gateway: &SharedGateway) -> ToolContext<dyn BlockingGateway> {
-    let mut ctx: ToolContext<dyn BlockingGateway> = ToolContext::new(
+fn context(gateway: &SharedToolGateway) -> ToolContext<dyn BlockingToolGateway> {
+    let mut ctx: ToolContext<dyn BlockingToolGateway> = ToolContext::new(
         SharedRegistry::new("/test/.connop"),
         "s1",
         Arc::new(gateway.clone()),
@@ -25,7 +25,7 @@ fn worker_calls_rearm_the_tick_after_answers_that_move_nothing() {
     // Reads answer `pending` (no effect at all) on the worker thread while the operation's
     // thread sleeps; the tick they plan must still wake it. Without the re-arm it slept
     // until the deadline.
-    let gateway = SharedGateway::new(ScriptedGateway::new().flips(&[("gmail", 3)]));
+    let gateway = SharedToolGateway::new(ScriptedToolGateway::new().flips(&[("gmail", 3)]));
     gateway.set_latency(Duration::from_millis(5));
     let mut ctx = context(&gateway);
     ctx.tick = Duration::from_millis(10);
@@ -48,7 +48,7 @@ fn worker_calls_rearm_the_tick_after_answers_that_move_nothing() {
 fn an_interrupt_settles_at_once_while_a_slow_read_is_in_flight() {
     // The read takes 3 s on the worker thread; the interrupt lands while it is out and the
     // tool returns without waiting for it.
-    let gateway = SharedGateway::new(ScriptedGateway::new());
+    let gateway = SharedToolGateway::new(ScriptedToolGateway::new());
     let mut ctx = context(&gateway);
     let interrupt = Interrupt::new();
     ctx.interrupt = Some(interrupt.clone());

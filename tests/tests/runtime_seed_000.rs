@@ -7,9 +7,9 @@ use connop_blocking::{SharedRegistry, ToolContext};
 use connop_core::card::{CardAnswer, CardReply};
 use connop_core::contract::TargetState;
 use connop_core::flow::{Event, Surface};
-use connop_core::gateway::{AsyncGateway, BlockingGateway};
 use connop_core::payload::{CardRequest, UpdateFrame};
-use connop_fixtures::{ScriptedGateway, SharedGateway};
+use connop_core::tool_gateway::{AsyncToolGateway, BlockingToolGateway};
+use connop_fixtures::{ScriptedToolGateway, SharedToolGateway};
 use connop_tests::table::Runtime;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -36,8 +36,8 @@ fn next_frame_where(
 fn main_flow(runtime: Runtime) {
     // The seed's FakeConnectorClient: links without connection ids; the list reports an
     // account connected once the user finished at the vendor.
-    let gateway = SharedGateway::new(
-        ScriptedGateway::new()
+    let gateway = SharedToolGateway::new(
+        ScriptedToolGateway::new()
             .without_connection_ids()
             .plain_links(),
     );
@@ -58,7 +58,7 @@ fn main_flow(runtime: Runtime) {
         std::thread::spawn(move || {
             let result = match runtime {
                 Runtime::Blocking => {
-                    let mut ctx: ToolContext<dyn BlockingGateway> =
+                    let mut ctx: ToolContext<dyn BlockingToolGateway> =
                         ToolContext::new(registry, SID, Arc::new(gateway));
                     ctx.surface = Surface::Desktop;
                     ctx.events = Some(events);
@@ -67,7 +67,7 @@ fn main_flow(runtime: Runtime) {
                     connop_blocking::manage_connections(&args, &ctx)
                 }
                 Runtime::Smol => {
-                    let mut ctx: ToolContext<dyn AsyncGateway> =
+                    let mut ctx: ToolContext<dyn AsyncToolGateway> =
                         ToolContext::new(registry, SID, Arc::new(gateway));
                     ctx.surface = Surface::Desktop;
                     ctx.events = Some(events);

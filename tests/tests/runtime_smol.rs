@@ -2,8 +2,8 @@
 
 use connop_blocking::{Interrupt, OpHandle, SharedRegistry, ToolContext};
 use connop_core::flow::{Event, Surface};
-use connop_core::gateway::AsyncGateway;
-use connop_fixtures::{ScriptedGateway, SharedGateway};
+use connop_core::tool_gateway::AsyncToolGateway;
+use connop_fixtures::{ScriptedToolGateway, SharedToolGateway};
 use serde_json::json;
 use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex};
@@ -15,15 +15,15 @@ fn one_interrupt_settling_many_operations_leaves_their_results_unserialized() {
     // when its task runs. Serializing all of them on the interrupting thread would hold every
     // result as JSON at once (at 10,000 operations, about 50 MiB).
     const OPS: usize = 50;
-    let gateway = SharedGateway::new(ScriptedGateway::new());
+    let gateway = SharedToolGateway::new(ScriptedToolGateway::new());
     let registry = SharedRegistry::new("/test/.connop");
     let interrupt = Interrupt::new();
     let (carded_tx, carded) = channel::<OpHandle>();
     let carded_tx = Arc::new(Mutex::new(carded_tx));
-    let contexts: Vec<ToolContext<dyn AsyncGateway>> = (0..OPS)
+    let contexts: Vec<ToolContext<dyn AsyncToolGateway>> = (0..OPS)
         .map(|i| {
             let key = format!("s{i}");
-            let mut ctx: ToolContext<dyn AsyncGateway> =
+            let mut ctx: ToolContext<dyn AsyncToolGateway> =
                 ToolContext::new(registry.clone(), &key, Arc::new(gateway.clone()));
             ctx.surface = Surface::Desktop;
             ctx.interrupt = Some(interrupt.clone());

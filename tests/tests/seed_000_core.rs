@@ -11,7 +11,7 @@ use connop_core::contract::{Actor, TargetState};
 use connop_core::error::CallerError;
 use connop_core::flow::Surface;
 use connop_core::payload::OperationView;
-use connop_fixtures::{Action, SIM_EPOCH, ScriptedGateway, Sim};
+use connop_fixtures::{Action, SIM_EPOCH, ScriptedToolGateway, Sim};
 use connop_tests::{assert_clean, links};
 use serde_json::json;
 use std::cell::RefCell;
@@ -20,13 +20,13 @@ use std::time::Duration;
 
 const SID: &str = "connector-operation-e2e";
 
-fn fake_client() -> ScriptedGateway {
-    ScriptedGateway::new()
+fn fake_client() -> ScriptedToolGateway {
+    ScriptedToolGateway::new()
         .without_connection_ids()
         .plain_links()
 }
 
-fn desktop(gw: ScriptedGateway) -> Sim {
+fn desktop(gw: ScriptedToolGateway) -> Sim {
     let mut sim = Sim::new(gw).surface(Surface::Desktop).tick(0.05);
     sim.key = connop_core::registry::RegistryKey::new("/sim/.connop", SID);
     sim

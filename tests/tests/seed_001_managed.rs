@@ -6,9 +6,9 @@
 
 use connop_core::contract::{Actor, SettleReason, TargetState};
 use connop_core::flow::Surface;
-use connop_core::gateway::{AccountStatus, GatewayError, MintStatus};
 use connop_core::payload::OperationView;
-use connop_fixtures::{Action, Latency, ScriptedGateway, Sim, Step};
+use connop_core::tool_gateway::{AccountStatus, GatewayError, MintStatus};
+use connop_fixtures::{Action, Latency, ScriptedToolGateway, Sim, Step};
 use connop_tests::assert_clean;
 use serde_json::json;
 use std::cell::RefCell;
@@ -24,13 +24,13 @@ fn reconnect(names: &[&str], force: bool) -> serde_json::Value {
 }
 
 /// The seed's `_run`: desktop, a card callback, a 0 s tick.
-fn sim(gw: ScriptedGateway) -> Sim {
+fn sim(gw: ScriptedToolGateway) -> Sim {
     Sim::new(gw).tick(0.0)
 }
 
 #[test]
 fn test_desktop_connect_mints_once_emits_the_card_and_returns_outcomes_without_urls() {
-    let gw = ScriptedGateway::new().flips(&[("gmail", 2), ("notion", 3)]);
+    let gw = ScriptedToolGateway::new().flips(&[("gmail", 2), ("notion", 3)]);
     let out = sim(gw).run(connect(&["gmail", "notion"]));
     assert_clean(&out);
     let result = out.json();
@@ -77,7 +77,7 @@ fn test_desktop_connect_mints_once_emits_the_card_and_returns_outcomes_without_u
 
 #[test]
 fn test_desktop_connect_url_stays_on_the_live_operation_for_the_panel() {
-    let gw = ScriptedGateway::new().flips(&[("gmail", 2)]);
+    let gw = ScriptedToolGateway::new().flips(&[("gmail", 2)]);
     let registered_at_card = Rc::new(RefCell::new(false));
     let seen = registered_at_card.clone();
     let out = sim(gw)
@@ -99,7 +99,7 @@ fn test_desktop_connect_url_stays_on_the_live_operation_for_the_panel() {
 
 #[test]
 fn test_watcher_transitions_on_flip_and_settles_by_deadline_when_nothing_flips() {
-    let out = sim(ScriptedGateway::new())
+    let out = sim(ScriptedToolGateway::new())
         .deadline(0.05)
         .tick(0.01)
         .run(connect(&["gmail"]));
@@ -119,7 +119,7 @@ fn test_watcher_transitions_on_flip_and_settles_by_deadline_when_nothing_flips()
 
 #[test]
 fn test_the_watcher_reads_one_account_per_target_per_tick_and_never_the_list() {
-    let gw = ScriptedGateway::new().flips(&[("gmail", 3), ("notion", 2)]);
+    let gw = ScriptedToolGateway::new().flips(&[("gmail", 3), ("notion", 2)]);
     let out = sim(gw).run(connect(&["gmail", "notion"]));
     assert_clean(&out);
     assert!(out.gateway.lists.is_empty());
@@ -140,7 +140,7 @@ fn test_the_watcher_reads_one_account_per_target_per_tick_and_never_the_list() {
 
 #[test]
 fn test_respond_from_the_card_skips_a_target_and_wakes_the_loop() {
-    let gw = ScriptedGateway::new().flips(&[("gmail", 2)]);
+    let gw = ScriptedToolGateway::new().flips(&[("gmail", 2)]);
     let out = sim(gw)
         .tick(0.01)
         .on_card(|_, ctl| {
@@ -168,7 +168,7 @@ fn test_respond_from_the_card_skips_a_target_and_wakes_the_loop() {
 #[test]
 fn test_mint_failure_detail_survives_and_only_an_unlisted_catalog_name_is_misrouted() {
     // The hosted list names notion: nothing is misrouted, the vendor detail stays.
-    let gw = ScriptedGateway::new()
+    let gw = ScriptedToolGateway::new()
         .mint_status(MintStatus::Failed)
         .status_reason("vendor: bad scope")
         .listed(Some(&["gmail", "notion"]));
@@ -184,7 +184,7 @@ fn test_mint_failure_detail_survives_and_only_an_unlisted_catalog_name_is_misrou
     assert_eq!(by["notion"]["detail"], "vendor: bad scope");
 
     // notion fails and is not hosted: misrouted; gmail still connects.
-    let gw = ScriptedGateway::new()
+    let gw = ScriptedToolGateway::new()
         .flips(&[("gmail", 1)])
         .mint_override("notion", MintStatus::Failed)
         .listed(Some(&["gmail"]));
@@ -205,7 +205,7 @@ fn test_mint_failure_detail_survives_and_only_an_unlisted_catalog_name_is_misrou
     );
 
     // Every target misrouted: settles all_resolved before any card.
-    let gw = ScriptedGateway::new()
+    let gw = ScriptedToolGateway::new()
         .mint_status(MintStatus::Failed)
         .listed(Some(&[]));
     let out = sim(gw)
@@ -226,7 +226,7 @@ fn test_mint_failure_detail_survives_and_only_an_unlisted_catalog_name_is_misrou
     );
 
     // The list read fails: nothing is misrouted and the vendor detail stays.
-    let gw = ScriptedGateway::new()
+    let gw = ScriptedToolGateway::new()
         .mint_status(MintStatus::Failed)
         .status_reason("gateway hiccup")
         .listed(None);
@@ -241,7 +241,7 @@ fn test_mint_failure_detail_survives_and_only_an_unlisted_catalog_name_is_misrou
 
 #[test]
 fn test_reconnect_on_an_active_target_makes_no_gateway_mint() {
-    let gw = ScriptedGateway::new().connected(&["gmail"]);
+    let gw = ScriptedToolGateway::new().connected(&["gmail"]);
     let out = sim(gw).run(reconnect(&["gmail"], false));
     assert_clean(&out);
     assert!(out.gateway.mints.is_empty());
@@ -251,7 +251,7 @@ fn test_reconnect_on_an_active_target_makes_no_gateway_mint() {
 
 #[test]
 fn test_reconnect_force_always_reinitiates_even_when_active() {
-    let gw = ScriptedGateway::new()
+    let gw = ScriptedToolGateway::new()
         .connected(&["gmail"])
         .flips(&[("gmail", 1)]);
     let out = sim(gw)
@@ -271,7 +271,7 @@ fn test_reconnect_force_always_reinitiates_even_when_active() {
 
 #[test]
 fn test_reconnect_on_a_disconnected_target_reinitiates() {
-    let gw = ScriptedGateway::new().flips(&[("gmail", 2)]);
+    let gw = ScriptedToolGateway::new().flips(&[("gmail", 2)]);
     let out = sim(gw).run(reconnect(&["gmail"], false));
     assert_clean(&out);
     let mints: Vec<(Vec<String>, bool)> = out
@@ -285,7 +285,7 @@ fn test_reconnect_on_a_disconnected_target_reinitiates() {
 
 #[test]
 fn test_off_desktop_connect_returns_links_and_does_not_block() {
-    let out = sim(ScriptedGateway::new())
+    let out = sim(ScriptedToolGateway::new())
         .surface(Surface::Cli)
         .without_card()
         .run(connect(&["gmail"]));
@@ -309,7 +309,7 @@ fn test_off_desktop_connect_returns_links_and_does_not_block() {
 
 #[test]
 fn test_callback_presence_decides_the_card_path_on_tui() {
-    let gw = ScriptedGateway::new().flips(&[("gmail", 1)]);
+    let gw = ScriptedToolGateway::new().flips(&[("gmail", 1)]);
     let out = sim(gw).surface(Surface::Tui).run(connect(&["gmail"]));
     assert_clean(&out);
     assert_eq!(out.cards.len(), 1);
@@ -321,7 +321,7 @@ fn test_callback_presence_decides_the_card_path_on_tui() {
 fn test_second_connect_while_an_operation_is_open_is_refused() {
     use connop_core::operation::OpId;
     use connop_fixtures::SimEntry;
-    let mut sim = sim(ScriptedGateway::new());
+    let mut sim = sim(ScriptedToolGateway::new());
     let open = OpId::from_entropy([0x0b, 0x0e, 0x00, 0x00, 0x00, 0x01]);
     sim.registry
         .open(
@@ -351,7 +351,7 @@ fn test_second_connect_while_an_operation_is_open_is_refused() {
 
 #[test]
 fn test_connected_read_on_a_failed_target_is_ignored_not_an_error() {
-    let gw = ScriptedGateway::new()
+    let gw = ScriptedToolGateway::new()
         .mint_status(MintStatus::Failed)
         .status_reason("denied")
         .flips(&[("gmail", 1)]);
@@ -368,7 +368,7 @@ fn test_connected_read_on_a_failed_target_is_ignored_not_an_error() {
 fn test_continue_during_a_connected_read_keeps_the_settled_result() {
     // The read is in flight for 5 ms; the operation handle settles `continue` while it is;
     // then the read answers `active`, and is dropped.
-    let gw = ScriptedGateway::new().script("gmail", vec![Step::Status(AccountStatus::Active)]);
+    let gw = ScriptedToolGateway::new().script("gmail", vec![Step::Status(AccountStatus::Active)]);
     let settled_mid_read = Rc::new(RefCell::new(false));
     let flag = settled_mid_read.clone();
     let out = sim(gw)
@@ -401,7 +401,7 @@ fn test_continue_during_a_connected_read_keeps_the_settled_result() {
 
 #[test]
 fn test_interrupt_wakes_the_loop_and_settles_before_the_next_tick() {
-    let out = sim(ScriptedGateway::new())
+    let out = sim(ScriptedToolGateway::new())
         .tick(5.0)
         .deadline(10.0)
         .on_card(|_, ctl| ctl.after(Duration::from_millis(20), Action::Interrupt))
@@ -436,7 +436,7 @@ fn by_name(result: &serde_json::Value) -> std::collections::BTreeMap<String, ser
 
 #[test]
 fn a_failed_mint_returns_the_gateway_error_and_closes_unsettled() {
-    let gw = ScriptedGateway::new().mint_error(GatewayError::Http { status: 502 });
+    let gw = ScriptedToolGateway::new().mint_error(GatewayError::Http { status: 502 });
     let out = sim(gw).run(connect(&["gmail"]));
     assert_clean(&out);
     assert_eq!(

@@ -5,8 +5,8 @@
 
 use connop_blocking::{Interrupt, SharedRegistry, ToolContext};
 use connop_core::flow::Surface;
-use connop_core::gateway::AsyncGateway;
-use connop_fixtures::lean::LeanGateway;
+use connop_core::tool_gateway::AsyncToolGateway;
+use connop_fixtures::lean::LeanToolGateway;
 use connop_fixtures::load::{TARGETS, card_counter, connect_args, settled_as};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
@@ -51,11 +51,12 @@ static GLOBAL: Peak = Peak;
 #[test]
 fn an_interrupt_draining_parked_operations_holds_their_results_one_at_a_time() {
     const OPS: usize = 2_000;
-    let gateway = Arc::new(LeanGateway::new(OPS * TARGETS.len(), None));
+    let gateway = Arc::new(LeanToolGateway::new(OPS * TARGETS.len(), None));
     let registry = SharedRegistry::new("/test/.connop");
     let interrupt = Interrupt::new();
     let cards = Arc::new(AtomicUsize::new(0));
-    let mut ctx: ToolContext<dyn AsyncGateway> = ToolContext::new(registry.clone(), "", gateway);
+    let mut ctx: ToolContext<dyn AsyncToolGateway> =
+        ToolContext::new(registry.clone(), "", gateway);
     ctx.surface = Surface::Desktop;
     ctx.events = Some(card_counter(&cards));
     ctx.interrupt = Some(interrupt.clone());

@@ -3,13 +3,13 @@
 
 use super::{Effect, Event, Flow, Path, Purpose, Stage, Surface};
 use crate::contract::{Actor, SettleReason, TargetAction, TargetState};
-use crate::gateway::{
-    DESKTOP_RETURN_TO, GatewayCall, GatewayError, GatewayReply, MintRequest, MintRow, MintStatus,
-};
 use crate::operation::{Patch, Text};
 use crate::payload::{CardRequest, ModelResult, ResultPath};
 use crate::time::Timestamp;
 use crate::tool::{self, ToolResult};
+use crate::tool_gateway::{
+    DESKTOP_RETURN_TO, GatewayCall, GatewayError, GatewayReply, MintRequest, MintRow, MintStatus,
+};
 
 impl Flow {
     /// Starts prepare: connect mints all; reconnect with force mints all with `reinitiate`;

@@ -3,9 +3,9 @@
 
 use super::{Flow, Purpose, Stage, Wake, WakeReason};
 use crate::contract::{Actor, TargetState};
-use crate::gateway::{AccountStatus, CallId, GatewayCall, GatewayError, GatewayReply};
 use crate::operation::{Operation, Patch, Text};
 use crate::time::Timestamp;
+use crate::tool_gateway::{AccountStatus, CallId, GatewayCall, GatewayError, GatewayReply};
 use std::time::Duration;
 
 /// The shortest account-read timeout.

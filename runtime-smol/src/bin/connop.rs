@@ -2,13 +2,13 @@
 
 use clap::{Args, Parser, Subcommand};
 use connop_core::operation::Text;
-use connop_fixtures::sim_gateway::SimOptions;
-use connop_smol::gateway::GatewayConfig;
-use connop_smol::gateway::api::ApiConfig;
-use connop_smol::gateway::api::executor::Executor;
-use connop_smol::gateway::commands::{self, ConnectOptions, GatewayOptions, ListenAddr};
-use connop_smol::gateway::lease;
-use connop_smol::gateway::peer::{self, DmOptions};
+use connop_smol::app::api::ApiConfig;
+use connop_smol::app::api::executor::Executor;
+use connop_smol::app::cli::{self, ConnectOptions, GatewayOptions, ListenAddr};
+use connop_smol::app::lease;
+use connop_smol::app::peer::{self, DmOptions};
+use connop_smol::app::rpc::GatewayConfig;
+use connop_smol::app::sim_gateway::SimOptions;
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -54,7 +54,8 @@ enum Command {
     Lease(LeaseCommand),
     /// Run the simulated tool gateway on its own (the API of the hosted tool gateway, with
     /// consent pages at /connect/{id} and test controls under /sim/).
-    SimGateway(SimArgs),
+    #[command(name = "sim-gateway")]
+    SimToolGateway(SimArgs),
 }
 
 #[derive(Args)]
@@ -207,10 +208,10 @@ fn run(cli: Cli) -> Result<(), String> {
             // Flags first: nothing starts on a bad one.
             let tick = seconds("tick", args.timings.tick)?;
             let deadline = seconds("deadline", args.timings.deadline)?;
-            let tool = commands::tool_gateway(None)?;
+            let tool = cli::tool_gateway(None)?;
             let config = GatewayConfig {
                 gateway: tool.gateway.clone(),
-                profile: commands::profile(),
+                profile: cli::profile(),
                 tick,
                 deadline,
                 catalog: args
@@ -226,13 +227,13 @@ fn run(cli: Cli) -> Result<(), String> {
             };
             let http = args.http.map(|addr| {
                 let api = ApiConfig {
-                    home: PathBuf::from(&*commands::profile()),
+                    home: PathBuf::from(&*cli::profile()),
                     api_key: args.api_key,
                     executor,
                 };
                 (addr, api)
             });
-            commands::run_gateway(GatewayOptions {
+            cli::run_gateway(GatewayOptions {
                 stdio: args.stdio,
                 listen: args.listen,
                 http,
@@ -243,7 +244,7 @@ fn run(cli: Cli) -> Result<(), String> {
             if args.sim_auto.is_some() && std::env::var_os("CONNECTOR_GATEWAY_URL").is_some() {
                 return Err("--sim-auto applies to the embedded simulated gateway; unset CONNECTOR_GATEWAY_URL".into());
             }
-            commands::run_connect(ConnectOptions {
+            cli::run_connect(ConnectOptions {
                 names: args.names,
                 reconnect: args.reconnect,
                 force: args.force,
@@ -275,13 +276,11 @@ fn run(cli: Cli) -> Result<(), String> {
                 .ok()
                 .filter(serde_json::Value::is_object)
                 .ok_or("--metadata must be a JSON object")?;
-            let home = PathBuf::from(&*commands::profile());
+            let home = PathBuf::from(&*cli::profile());
             lease::hold(&home, &args.session_id, &args.surface, metadata)
         }
-        Command::Lease(LeaseCommand::List) => {
-            lease::print_list(&PathBuf::from(&*commands::profile()))
-        }
-        Command::SimGateway(args) => {
+        Command::Lease(LeaseCommand::List) => lease::print_list(&PathBuf::from(&*cli::profile())),
+        Command::SimToolGateway(args) => {
             let mut options = SimOptions::default().listen(args.listen);
             if let Some(secs) = args.auto_complete {
                 options = options.auto_complete(seconds("auto-complete", secs)?);
@@ -289,7 +288,7 @@ fn run(cli: Cli) -> Result<(), String> {
             if let Some(token) = args.token {
                 options = options.token(token);
             }
-            commands::run_sim_gateway(options)
+            cli::run_sim_gateway(options)
         }
     }
 }

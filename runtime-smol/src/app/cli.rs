@@ -1,14 +1,14 @@
 //! What the `connop` subcommands do, behind the command-line parsing of `src/bin/connop.rs`.
 
-use super::server::{Gateway, GatewayConfig};
-use super::transport::serve;
-use crate::http::AsyncHttpGateway;
+use super::rpc::transport::serve;
+use super::rpc::{Gateway, GatewayConfig};
+use super::sim_gateway::{SimOptions, SimToolGateway};
+use crate::http::AsyncHttpToolGateway;
 use connop_blocking::clock::random_hex;
 use connop_blocking::sync::Count;
-use connop_core::gateway::AsyncGateway;
 use connop_core::operation::Text;
+use connop_core::tool_gateway::AsyncToolGateway;
 use connop_core::wire::ClientConfig;
-use connop_fixtures::sim_gateway::{SimGateway, SimOptions};
 use futures_lite::StreamExt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -46,9 +46,9 @@ impl std::str::FromStr for ListenAddr {
 /// The tool gateway to use, and the embedded simulated one if it had to be started.
 pub struct ToolGateway {
     /// The client.
-    pub gateway: Arc<dyn AsyncGateway>,
+    pub gateway: Arc<dyn AsyncToolGateway>,
     /// The embedded simulated gateway, kept alive while the command runs.
-    pub embedded: Option<SimGateway>,
+    pub embedded: Option<SimToolGateway>,
 }
 
 /// `CONNECTOR_GATEWAY_URL`/`CONNECTOR_GATEWAY_TOKEN`, or, when the URL is unset, the embedded
@@ -65,8 +65,8 @@ pub fn tool_gateway(auto_complete: Option<Duration>) -> Result<ToolGateway, Stri
                     "connop: CONNECTOR_GATEWAY_TOKEN is unset: every call to {url} will fail without being sent"
                 );
             }
-            let client =
-                AsyncHttpGateway::new(ClientConfig::new(url, token)).map_err(|e| e.to_string())?;
+            let client = AsyncHttpToolGateway::new(ClientConfig::new(url, token))
+                .map_err(|e| e.to_string())?;
             Ok(ToolGateway {
                 gateway: Arc::new(client),
                 embedded: None,
@@ -78,13 +78,13 @@ pub fn tool_gateway(auto_complete: Option<Duration>) -> Result<ToolGateway, Stri
             if let Some(after) = auto_complete {
                 options = options.auto_complete(after);
             }
-            let sim = SimGateway::start(options)
+            let sim = SimToolGateway::start(options)
                 .map_err(|e| format!("cannot start the simulated gateway: {e}"))?;
             eprintln!(
                 "connop: CONNECTOR_GATEWAY_URL is unset: using the embedded simulated tool gateway"
             );
             eprintln!("listening {}", sim.url());
-            let client = AsyncHttpGateway::new(ClientConfig::new(sim.url(), Some(token)))
+            let client = AsyncHttpToolGateway::new(ClientConfig::new(sim.url(), Some(token)))
                 .map_err(|e| e.to_string())?;
             Ok(ToolGateway {
                 gateway: Arc::new(client),
@@ -269,7 +269,7 @@ async fn accept_all<S>(
 /// Runs the simulated tool gateway on its own until SIGINT or SIGTERM.
 pub fn run_sim_gateway(options: SimOptions) -> Result<(), String> {
     smol::block_on(async move {
-        let (server, listener) = connop_fixtures::sim_gateway::SimServer::bind(&options)
+        let (server, listener) = super::sim_gateway::SimServer::bind(&options)
             .map_err(|e| format!("cannot listen on {}: {e}", options.listen))?;
         eprintln!("listening {}", server.url());
         let mut signals =
@@ -360,7 +360,7 @@ pub fn run_connect(options: ConnectOptions) -> Result<(), String> {
     };
     let args =
         serde_json::json!({"action": action, "connectors": options.names, "force": options.force});
-    let mut ctx: ToolContext<dyn AsyncGateway> =
+    let mut ctx: ToolContext<dyn AsyncToolGateway> =
         ToolContext::new(registry.clone(), &session_key, tool.gateway.clone());
     ctx.surface = Surface::Tui;
     ctx.events = Some(events);

@@ -5,13 +5,15 @@
 //! from [`connop_core::rpc`]; every rule of an operation from the core's flow. This module
 //! only keeps the sessions and wires them to the runtime.
 
+pub mod transport;
+
 use crate::driver::manage_connections;
 use connop_blocking::clock::random_hex;
 use connop_blocking::{EventSink, Interrupt, SharedRegistry, ToolContext};
 use connop_core::flow::{Event, Surface};
-use connop_core::gateway::{AsyncGateway, GatewayError};
 use connop_core::operation::Text;
 use connop_core::rpc::{self, Method, Request, RpcError};
+use connop_core::tool_gateway::{AsyncToolGateway, GatewayError};
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,7 +24,7 @@ use std::time::Duration;
 #[derive(Clone)]
 pub struct GatewayConfig {
     /// The tool gateway.
-    pub gateway: Arc<dyn AsyncGateway>,
+    pub gateway: Arc<dyn AsyncToolGateway>,
     /// The profile (`CONNOP_HOME`) the registry belongs to.
     pub profile: Text,
     /// The watcher tick.
@@ -333,7 +335,7 @@ impl Gateway {
         params: &Map<String, Value>,
     ) -> Result<Value, RpcError> {
         let args = params.get("args").cloned().unwrap_or_else(|| json!({}));
-        let mut ctx: ToolContext<dyn AsyncGateway> =
+        let mut ctx: ToolContext<dyn AsyncToolGateway> =
             ToolContext::new(self.registry.clone(), key, self.config.gateway.clone());
         ctx.surface = source;
         ctx.events = Some(self.event_sink(key.clone()));

@@ -2,7 +2,7 @@
 //! or TCP connection). Requests are served concurrently, each as its own task; answers and
 //! events go out in order through one writer.
 
-use super::server::{Gateway, Step, TransportHandle};
+use super::{Gateway, Step, TransportHandle};
 use connop_blocking::sync::Count;
 use connop_core::rpc::{self, MAX_LINE};
 use futures_lite::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};

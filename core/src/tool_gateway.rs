@@ -369,12 +369,12 @@ impl GatewayError {
     }
 }
 
-/// A future returned by an [`AsyncGateway`].
+/// A future returned by an [`AsyncToolGateway`].
 pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
 /// The tool gateway for blocking hosts: the three routes of SPEC §6. The fixtures' scripted
 /// gateway and the blocking HTTP client both implement it; the core never calls it.
-pub trait BlockingGateway: Send + Sync {
+pub trait BlockingToolGateway: Send + Sync {
     /// The connector list, all pages.
     fn list(&self, timeout: Option<Duration>) -> Result<Vec<ConnectorRow>, GatewayError>;
     /// One mint for every connector of the request. Never retried.
@@ -401,8 +401,8 @@ pub trait BlockingGateway: Send + Sync {
     }
 }
 
-/// The tool gateway for async hosts. Same routes as [`BlockingGateway`].
-pub trait AsyncGateway: Send + Sync {
+/// The tool gateway for async hosts. Same routes as [`BlockingToolGateway`].
+pub trait AsyncToolGateway: Send + Sync {
     /// The connector list, all pages.
     fn list(
         &self,

@@ -41,11 +41,11 @@ fn context(
     deadline: Duration,
 ) -> ToolContext<dyn BlockingToolGateway> {
     let mut ctx: ToolContext<dyn BlockingToolGateway> =
-        ToolContext::new(registry.clone(), "", gateway);
+        ToolContext::new(registry.clone(), "", gateway.clone());
     ctx.surface = Surface::Desktop;
     ctx.events = Some(card_counter(cards));
     ctx.deadline = deadline;
-    ctx.inline_calls = true;
+    ctx.calls = Some(Arc::new(connop_blocking::InlineCalls(gateway)));
     ctx
 }
 

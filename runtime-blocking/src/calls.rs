@@ -7,7 +7,7 @@
 //!   an HTTP call is out. A call whose answer the flow no longer awaits (it settled) is not
 //!   started.
 
-use crate::op::{CallStarter, OpHandle};
+use crate::handle::{CallStarter, OpHandle};
 use connop_core::tool_gateway::{BlockingToolGateway, CallId, GatewayCall};
 use std::sync::mpsc::{SendError, Sender, channel};
 use std::sync::{Arc, Mutex};

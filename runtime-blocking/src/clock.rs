@@ -1,26 +1,91 @@
-//! Wall time for the core, read from a monotonic clock so a wall-clock jump never fires or
-//! delays a timer.
+//! Time for the core, and how a driver sleeps until a wake-up.
+//!
+//! The core counts time in [`Timestamp`]s it is given. A [`Clock`] says what time it is and how
+//! a driver waits for a later instant: on the real clock the driver arms its own timer (a
+//! `park_timeout`, an `async_io::Timer`); a virtual clock (the test fixtures') wakes the
+//! driver's waker itself when the test moves time, so races between the runtime and the
+//! clock are decided by the test, not by the machine's speed.
 
 use connop_core::time::Timestamp;
+use std::fmt;
+use std::task::Waker;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// Maps the core's [`Timestamp`]s onto this process's monotonic clock.
-#[derive(Clone, Copy, Debug)]
-pub struct Clock {
-    base_instant: Instant,
-    base: Timestamp,
+/// What a driver is about to sleep on, told to the clock before it sleeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Nap {
+    /// The operation's next wake-up, if any (none: only a change wakes it).
+    pub until: Option<Timestamp>,
+    /// Gateway calls the operation still waits for: their answers will wake the driver
+    /// before `until` may. A virtual clock does not move past a sleeper that still waits.
+    pub calls_in_flight: usize,
 }
 
-impl Clock {
-    /// A clock anchored at the current wall time.
+/// The time source of an operation.
+pub trait Clock: Send + Sync + fmt::Debug {
+    /// Now, as the core counts time.
+    fn now(&self) -> Timestamp;
+
+    /// How a driver sleeps through `nap`: `Some(instant)` — arm your own timer for that
+    /// instant of the monotonic clock (`None` inside: no timer, only a change wakes you);
+    /// `None` — the clock itself wakes `waker` when its time reaches `nap.until`.
+    fn nap(&self, nap: Nap, waker: &Waker) -> Option<Option<Instant>>;
+}
+
+/// How late a timer may fire so that wake-ups close together share one: operations whose
+/// next wake falls in the same slot of this width wake at its end, together.
+pub const DEFAULT_SLACK: Duration = Duration::from_millis(10);
+
+/// The process's clock: wall time read through the monotonic clock, so a wall-clock jump never
+/// fires or delays a timer. Its timers are coalesced: a wake-up is moved to the end of its
+/// slot on a grid of `slack` shared by the whole process, never earlier, at most `slack`
+/// later.
+#[derive(Clone, Copy, Debug)]
+pub struct SystemClock {
+    base_instant: Instant,
+    base: Timestamp,
+    slack: Duration,
+}
+
+impl SystemClock {
+    /// A clock anchored at the current wall time, with the default slack.
     pub fn new() -> Self {
         let since_epoch = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or(Duration::ZERO);
-        Clock {
+        SystemClock {
             base_instant: Instant::now(),
             base: Timestamp::from_unix(since_epoch),
+            slack: DEFAULT_SLACK,
         }
+    }
+
+    /// The same clock with another timer slack; zero turns coalescing off.
+    pub fn with_slack(mut self, slack: Duration) -> Self {
+        self.slack = slack;
+        self
+    }
+
+    /// The timer slack.
+    pub fn slack(&self) -> Duration {
+        self.slack
+    }
+
+    /// The instant a timer for `at` is armed at: the end of its slot on the process's grid
+    /// (`at` itself when the slack is zero or the slot is past what `Instant` holds).
+    pub fn coalesced(&self, at: Instant) -> Instant {
+        static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        let grid = self.slack.as_nanos();
+        if grid == 0 {
+            return at;
+        }
+        let origin = *ORIGIN.get_or_init(Instant::now);
+        let since = at.saturating_duration_since(origin).as_nanos();
+        u64::try_from(since.div_ceil(grid) * grid)
+            .ok()
+            .and_then(|nanos| origin.checked_add(Duration::from_nanos(nanos)))
+            .filter(|slot| *slot >= at)
+            .unwrap_or(at)
     }
 
     /// Now, as the core counts time.
@@ -43,9 +108,19 @@ impl Clock {
     }
 }
 
-impl Default for Clock {
+impl Default for SystemClock {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+impl Clock for SystemClock {
+    fn now(&self) -> Timestamp {
+        SystemClock::now(self)
+    }
+
+    fn nap(&self, nap: Nap, _waker: &Waker) -> Option<Option<Instant>> {
+        Some(nap.until.map(|at| self.coalesced(self.instant_of(at))))
     }
 }
 
@@ -83,7 +158,7 @@ mod tests {
 
     #[test]
     fn timestamps_and_instants_agree() {
-        let clock = Clock::new();
+        let clock = SystemClock::new();
         let now = clock.now();
         let later = now + Duration::from_millis(250);
         let gap = clock.instant_of(later) - clock.instant_of(now);
@@ -93,8 +168,48 @@ mod tests {
 
     #[test]
     fn the_farthest_timestamp_maps_to_a_far_instant() {
-        let clock = Clock::new();
+        let clock = SystemClock::new();
         let far = clock.instant_of(Timestamp::from_nanos(u64::MAX));
         assert!(far > clock.instant_of(clock.now()) + Duration::from_secs(100 * 365 * 86_400));
+    }
+
+    #[test]
+    fn coalesced_wakes_are_never_early_and_at_most_the_slack_late() {
+        let clock = SystemClock::new();
+        let now = Instant::now();
+        let mut slots = std::collections::BTreeSet::new();
+        for micros in (0..50_000).step_by(997) {
+            let at = now + Duration::from_micros(micros);
+            let armed = clock.coalesced(at);
+            assert!(armed >= at && armed - at <= DEFAULT_SLACK, "{micros} µs");
+            slots.insert(armed);
+        }
+        // 51 wake-ups over 50 ms share at most 6 slots of 10 ms.
+        assert!(slots.len() <= 6, "{} slots", slots.len());
+        let exact = clock.with_slack(Duration::ZERO);
+        assert_eq!(
+            exact.coalesced(now + Duration::from_micros(3)),
+            now + Duration::from_micros(3)
+        );
+        // Past 584 years the grid's nanoseconds leave u64: the wake stays exact.
+        let farthest = now + Duration::from_secs(1 << 40);
+        assert!(clock.coalesced(farthest) >= farthest);
+    }
+
+    #[test]
+    fn the_system_clock_leaves_the_timer_to_the_driver() {
+        let clock = SystemClock::new().with_slack(Duration::ZERO);
+        let at = clock.now() + Duration::from_secs(2);
+        let waker = Waker::noop();
+        let nap = Nap {
+            until: Some(at),
+            calls_in_flight: 0,
+        };
+        assert_eq!(clock.nap(nap, waker), Some(Some(clock.instant_of(at))));
+        let nap = Nap {
+            until: None,
+            calls_in_flight: 1,
+        };
+        assert_eq!(clock.nap(nap, waker), Some(None));
     }
 }

@@ -1,29 +1,29 @@
 //! # connop-blocking
 //!
-//! Runs connection operations on the calling thread, for synchronous hosts.
+//! The runtime-neutral operation handle, and the blocking driver for synchronous hosts.
 //!
-//! [`manage_connections`] runs one tool call: it starts the core's
-//! [`Flow`](connop_core::flow::Flow), executes its effects (registry, gateway calls, events,
-//! the result) and waits on one re-armable deadline for the next timer or change. Other
-//! threads reach the operation through its [`OpHandle`] (card answers, Continue, interrupt,
-//! and the SPEC §11 seams `transition`, `refresh`, `settle`, `view`), found in the
-//! [`SharedRegistry`] or through the context's [`Interrupt`]. Every rule stays in the core.
-//!
-//! The pieces that do not depend on how a thread waits ([`OpHandle`], [`SharedRegistry`],
-//! [`Interrupt`], [`ToolContext`], [`Clock`]) are shared with the smol runtime.
+//! - [`handle`]: what both runtimes share. An [`OpHandle`] is one running operation, reached
+//!   from any thread (card answers, Continue, interrupt, and the SPEC §11 seams `transition`,
+//!   `refresh`, `settle`, `view`, `result`); the [`SharedRegistry`] finds it by session; an
+//!   [`Interrupt`] settles a turn's operations; a [`ToolContext`] starts a tool call. Every
+//!   rule stays in the core.
+//! - [`manage_connections`] runs one tool call on the calling thread: it loops on
+//!   [`OpHandle::step`] and parks until the next timer or change, one re-armable deadline.
+//!   Gateway calls run on a worker thread per operation ([`WorkerCalls`]) or inline
+//!   ([`InlineCalls`]) for an in-process gateway.
+//! - [`http`]: the tool gateway's HTTP client ([`http::HttpToolGateway`]).
 
 pub mod calls;
 pub mod clock;
-pub mod host;
+pub mod driver;
+pub mod handle;
 pub mod http;
-pub mod interrupt;
-pub mod op;
-pub mod registry;
 pub mod sync;
 
 pub use calls::{InlineCalls, WorkerCalls};
-pub use clock::Clock;
-pub use host::{ToolContext, manage_connections, run_to_end, run_tool_call};
-pub use interrupt::Interrupt;
-pub use op::{CallStarter, DriverStep, EventSink, OpEnv, OpHandle};
-pub use registry::SharedRegistry;
+pub use clock::{Clock, SystemClock};
+pub use driver::{manage_connections, run_to_end, run_tool_call};
+pub use handle::{
+    Answer, CallStarter, EventSink, Interrupt, Next, OpHandle, ResultForm, SharedRegistry,
+    ToolContext,
+};

@@ -77,12 +77,13 @@ fn measure(runtime: Runtime, kind: Kind, ops: usize, tick: Duration, seed: u64) 
     match runtime {
         Runtime::Blocking => {
             for (i, (key, interrupt, events)) in contexts.into_iter().enumerate() {
+                let gateway: Arc<dyn BlockingToolGateway> = Arc::new(gateway.clone());
                 let mut ctx: ToolContext<dyn BlockingToolGateway> =
-                    ToolContext::new(registry.clone(), &key, Arc::new(gateway.clone()));
+                    ToolContext::new(registry.clone(), &key, gateway.clone());
                 ctx.surface = Surface::Desktop;
                 ctx.events = Some(events);
                 ctx.interrupt = Some(interrupt);
-                ctx.inline_calls = true;
+                ctx.calls = Some(Arc::new(connop_blocking::InlineCalls(gateway)));
                 ctx.tick = tick;
                 let (args, done_tx) = (args.clone(), done_tx.clone());
                 workers.push(

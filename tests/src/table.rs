@@ -288,9 +288,11 @@ pub fn run(scenario: &Scenario, runtime: Runtime, backend: &dyn Backend) -> Run 
         Runtime::Blocking => {
             let gateway = hooked_blocking(backend.blocking(), hook);
             let mut ctx: ToolContext<dyn BlockingToolGateway> =
-                ToolContext::new(registry.clone(), SESSION, gateway);
+                ToolContext::new(registry.clone(), SESSION, gateway.clone());
             configure(&mut ctx, scenario, events, &interrupt);
-            ctx.inline_calls = backend.inline_calls();
+            if backend.inline_calls() {
+                ctx.calls = Some(Arc::new(connop_blocking::InlineCalls(gateway)));
+            }
             connop_blocking::manage_connections(&scenario.args, &ctx)
         }
         Runtime::Smol => {
@@ -348,8 +350,9 @@ fn preopen(registry: &SharedRegistry, backend: &dyn Backend) -> OpHandle {
     let op = ctx.start(
         &json!({"action": "connect", "connectors": ["gmail"]}),
         calls,
+        connop_blocking::ResultForm::Typed,
     );
-    op.pump();
+    let _ = op.step(&mut Vec::new(), std::task::Waker::noop());
     assert!(registry.current(SESSION).is_some());
     op
 }

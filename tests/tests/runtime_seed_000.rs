@@ -82,7 +82,7 @@ fn main_flow(runtime: Runtime) {
 
     let request = cards.recv_timeout(BOUND).expect("one connection.request");
     assert_eq!(request.targets.len(), 2);
-    assert!(request.deadline_at > connop_blocking::Clock::new().now());
+    assert!(request.deadline_at > connop_blocking::SystemClock::new().now());
 
     // The status view of the live operation: both initiated, both links. It registered under
     // the gateway's session key, not the rotated agent session id.

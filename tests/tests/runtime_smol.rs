@@ -10,10 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 #[test]
-fn one_interrupt_settling_many_operations_leaves_their_results_unserialized() {
+fn one_interrupt_from_another_thread_settles_every_parked_operation_on_one_executor() {
     // The interrupting thread settles every operation; the executor serializes each result
-    // when its task runs. Serializing all of them on the interrupting thread would hold every
-    // result as JSON at once (at 10,000 operations, about 50 MiB).
+    // when its task runs (how much memory that holds at its peak is `smol_memory.rs`'s test).
     const OPS: usize = 50;
     let gateway = SharedToolGateway::new(ScriptedToolGateway::new());
     let registry = SharedRegistry::new("/test/.connop");
@@ -61,11 +60,6 @@ fn one_interrupt_settling_many_operations_leaves_their_results_unserialized() {
     for op in &ops {
         assert!(op.is_settled());
         assert!(op.result().is_some(), "the result is in");
-        assert_eq!(
-            op.take_result_json(),
-            None,
-            "and not serialized on this thread"
-        );
     }
     let results = executor.join().expect("executor");
     assert_eq!(results.len(), OPS);

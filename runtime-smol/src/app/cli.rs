@@ -323,7 +323,7 @@ pub fn run_connect(options: ConnectOptions) -> Result<(), String> {
     let model = Arc::new(Mutex::new(CardModel::new()));
     let live = stderr_is_terminal();
     let drawn = Arc::new(Mutex::new(0usize));
-    let clock = connop_blocking::Clock::new();
+    let clock = connop_blocking::SystemClock::new();
 
     let draw = {
         let (model, drawn) = (model.clone(), drawn.clone());

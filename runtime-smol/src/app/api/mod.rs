@@ -8,7 +8,7 @@
 pub mod executor;
 pub mod store;
 
-use connop_blocking::Clock;
+use connop_blocking::SystemClock;
 use connop_blocking::clock::random_hex;
 use connop_blocking::sync::Switch;
 use connop_core::run::{Run, RunEvent, SHUTDOWN_ERROR, StopOutcome, run_id};
@@ -58,7 +58,7 @@ pub struct Api {
     store: Store,
     executor: Executor,
     api_key: Option<String>,
-    clock: Clock,
+    clock: SystemClock,
     runs: Mutex<HashMap<String, Arc<RunCell>>>,
     /// Idempotency-Key → (the request body, the first answer's status and body).
     idempotency: Mutex<HashMap<String, (String, StatusCode, Value)>>,
@@ -138,7 +138,7 @@ fn user_message(input: &Value) -> Option<String> {
 impl Api {
     /// Opens the store (marking runs a dead process left unsettled `interrupted`).
     pub fn open(config: ApiConfig) -> Result<Arc<Self>, String> {
-        let clock = Clock::new();
+        let clock = SystemClock::new();
         let store = Store::open(&config.home, clock.now())?;
         Ok(Arc::new(Api {
             store,

@@ -2,16 +2,16 @@
 //! [`Registry`] behind a lock, holding [`OpHandle`]s. The lock is never held across a
 //! gateway call or a callback.
 
-use crate::op::OpHandle;
+use super::op::{OpHandle, RegistryCell, lock};
 use connop_core::operation::{OpId, Text};
 use connop_core::registry::{Registry, RegistryKey};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, MutexGuard};
 
 /// One open operation per (profile, session key), shared across threads.
 #[derive(Clone)]
 pub struct SharedRegistry {
     profile: Text,
-    inner: Arc<Mutex<Registry<OpHandle>>>,
+    inner: RegistryCell,
 }
 
 impl SharedRegistry {
@@ -33,14 +33,17 @@ impl SharedRegistry {
         RegistryKey::new(self.profile.clone(), session_key)
     }
 
+    /// The cell operations register themselves in.
+    pub(crate) fn cell(&self) -> &RegistryCell {
+        &self.inner
+    }
+
     fn lock(&self) -> MutexGuard<'_, Registry<OpHandle>> {
-        self.inner
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.inner)
     }
 
     /// Registers an operation; refuses with the open one's id.
-    pub fn open(&self, key: &RegistryKey, _op_id: OpId, handle: OpHandle) -> Result<(), OpId> {
+    pub fn open(&self, key: &RegistryKey, handle: OpHandle) -> Result<(), OpId> {
         self.lock().open(key.clone(), handle)
     }
 
@@ -56,7 +59,8 @@ impl SharedRegistry {
 
     /// Removes the entry if it is still that operation.
     pub fn close(&self, key: &RegistryKey, op_id: OpId) {
-        self.lock().close(key, op_id);
+        let closed = self.lock().close(key, op_id);
+        drop(closed);
     }
 
     /// How many entries there are.

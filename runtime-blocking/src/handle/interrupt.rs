@@ -1,7 +1,7 @@
 //! The host's interrupt handle: the user pressed stop, or the host shuts down. Triggering it
 //! settles every operation attached to it `interrupt`, at once.
 
-use crate::op::{OpHandle, OpShared};
+use super::op::{OpHandle, OpShared, lock};
 use std::sync::{Arc, Mutex, Weak};
 
 #[derive(Default)]
@@ -23,17 +23,11 @@ impl Interrupt {
         Self::default()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     /// Interrupts every attached operation, and every one attached later until
     /// [`reset`](Self::reset).
     pub fn trigger(&self) {
         let ops = {
-            let mut state = self.lock();
+            let mut state = lock(&self.0);
             state.triggered = true;
             std::mem::take(&mut state.ops)
         };
@@ -44,18 +38,18 @@ impl Interrupt {
 
     /// Clears the trigger (a new turn).
     pub fn reset(&self) {
-        self.lock().triggered = false;
+        lock(&self.0).triggered = false;
     }
 
     /// Whether it is triggered.
     pub fn is_triggered(&self) -> bool {
-        self.lock().triggered
+        lock(&self.0).triggered
     }
 
     /// Attaches an operation: interrupted at once if the token is already triggered.
     pub fn attach(&self, op: &OpHandle) {
         let now = {
-            let mut state = self.lock();
+            let mut state = lock(&self.0);
             if state.ops.len() >= 2 * state.pruned_len.max(32) {
                 state.ops.retain(|w| w.strong_count() > 0);
                 state.pruned_len = state.ops.len();

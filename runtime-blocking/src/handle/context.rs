@@ -1,0 +1,119 @@
+//! What a host tells a tool call (SPEC §11), and the one way both runtimes start it.
+
+use super::interrupt::Interrupt;
+use super::op::{CallStarter, EventSink, OpEnv, OpHandle, ResultForm};
+use super::registry::SharedRegistry;
+use crate::clock::{Clock, SystemClock, entropy};
+use connop_core::flow::{DEFAULT_TICK, Flow, FlowConfig, Surface};
+use connop_core::operation::{DEFAULT_DEADLINE, Text};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What the host tells a tool call (SPEC §11): where it registers, which surface the session
+/// has, where events go, which tool gateway to use, the operation's timings and clock.
+/// Generic over the gateway so both runtimes share it.
+pub struct ToolContext<G: ?Sized> {
+    /// The process's registry.
+    pub registry: SharedRegistry,
+    /// The gateway's key for the conversation: the operation registers under it.
+    pub session_key: Text,
+    /// The agent's own session id (it rotates when the agent compacts; informational).
+    pub agent_session_id: Option<Text>,
+    /// The session's surface.
+    pub surface: Surface,
+    /// The card callback, which also receives update frames; `None` means links.
+    pub events: Option<EventSink>,
+    /// The tool gateway.
+    pub gateway: Arc<G>,
+    /// Names the local MCP catalog serves.
+    pub local_catalog: Vec<Text>,
+    /// The watcher tick.
+    pub tick: Duration,
+    /// The operation deadline.
+    pub deadline: Duration,
+    /// The agent's tool call id.
+    pub tool_call_id: Option<Text>,
+    /// The turn's interrupt handle.
+    pub interrupt: Option<Interrupt>,
+    /// What time it is and how the driver sleeps: the system clock, or a test's virtual one.
+    pub clock: Arc<dyn Clock>,
+    /// How gateway calls run; `None`: the runtime's own way (a worker thread per operation
+    /// for the blocking runtime, inside the operation's future for smol). An in-process
+    /// gateway that answers at once can run inline ([`InlineCalls`](crate::InlineCalls)).
+    pub calls: Option<Arc<dyn CallStarter>>,
+}
+
+impl<G: ?Sized> ToolContext<G> {
+    /// A context with the defaults: surface unset, no card callback (links), 1 s tick, 300 s
+    /// deadline, empty catalog, the system clock, the runtime's own way of running calls.
+    pub fn new(registry: SharedRegistry, session_key: &str, gateway: Arc<G>) -> Self {
+        ToolContext {
+            registry,
+            session_key: session_key.into(),
+            agent_session_id: None,
+            surface: Surface::Unset,
+            events: None,
+            gateway,
+            local_catalog: Vec::new(),
+            tick: DEFAULT_TICK,
+            deadline: DEFAULT_DEADLINE,
+            tool_call_id: None,
+            interrupt: None,
+            clock: Arc::new(SystemClock::new()),
+            calls: None,
+        }
+    }
+
+    /// The flow's configuration for this context.
+    pub fn flow_config(&self) -> FlowConfig {
+        let mut config = FlowConfig::new(self.registry.key(&self.session_key));
+        config.surface = self.surface.clone();
+        config.card_callback = self.events.is_some();
+        config.tick = self.tick;
+        config.deadline = self.deadline;
+        config.local_catalog = self.local_catalog.clone();
+        config.tool_call_id = self.tool_call_id.clone();
+        config
+    }
+
+    /// Starts the tool call's operation (both runtimes start it here): the flow at the
+    /// clock's now, its environment, its interrupt. `calls` runs its gateway calls unless
+    /// the context names its own; `form` says how the result is kept. Nothing runs until a
+    /// driver [`step`](OpHandle::step)s it.
+    pub fn start(&self, args: &Value, calls: Arc<dyn CallStarter>, form: ResultForm) -> OpHandle {
+        let flow = Flow::start(args, self.flow_config(), entropy(), self.clock.now());
+        let env = OpEnv {
+            registry: self.registry.cell().clone(),
+            events: self.events.clone(),
+            calls: self.calls.clone().unwrap_or(calls),
+            clock: self.clock.clone(),
+            form,
+        };
+        let op = OpHandle::new(flow, env);
+        if let Some(interrupt) = &self.interrupt {
+            interrupt.attach(&op);
+        }
+        op
+    }
+}
+
+impl<G: ?Sized> Clone for ToolContext<G> {
+    fn clone(&self) -> Self {
+        ToolContext {
+            registry: self.registry.clone(),
+            session_key: self.session_key.clone(),
+            agent_session_id: self.agent_session_id.clone(),
+            surface: self.surface.clone(),
+            events: self.events.clone(),
+            gateway: self.gateway.clone(),
+            local_catalog: self.local_catalog.clone(),
+            tick: self.tick,
+            deadline: self.deadline,
+            tool_call_id: self.tool_call_id.clone(),
+            interrupt: self.interrupt.clone(),
+            clock: self.clock.clone(),
+            calls: self.calls.clone(),
+        }
+    }
+}

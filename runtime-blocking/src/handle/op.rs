@@ -1,0 +1,457 @@
+//! One running operation, shared by the driver that waits for its result and by every other
+//! thread or task that answers the card, interrupts it, or delivers a gateway answer.
+//!
+//! Every input goes through one lock: feed it to the flow, then drain every effect it caused
+//! out of the flow into the handle's queue (the core's drain rule). The effects are then
+//! **pumped**: taken one by one, in order, and executed outside the lock. One thread pumps at a
+//! time. A caller whose input caused effects returns only once they ran, so a card answer that
+//! settles the operation replies after the registry entry closed and the settle frame went out
+//! (SPEC §4). A pump re-entered from one of its own callbacks (the card callback calling back
+//! into the handle, a gateway call settling the operation) never waits: the outer pump runs
+//! what the inner call queued, once the callback returns.
+//!
+//! A driver asks one question, [`OpHandle::step`]: "at the clock's now, with these answers,
+//! what next?" It waits through one [`Waker`] slot, woken by any input from elsewhere; the
+//! blocking driver's waker unparks its thread, smol's reschedules its task.
+
+use crate::clock::{Clock, Nap};
+use connop_core::card::{CardAnswer, CardReply};
+use connop_core::contract::{Actor, SettleReason, TargetState};
+use connop_core::error::CallerError;
+use connop_core::flow::{Effect, Event, Flow};
+use connop_core::operation::{ChangeRecord, OpId, Patch, Text};
+use connop_core::payload::OperationView;
+use connop_core::registry::{Registry, RegistryEntry};
+use connop_core::time::Timestamp;
+use connop_core::tool::ToolResult;
+use connop_core::tool_gateway::{CallId, GatewayCall, GatewayError, GatewayReply};
+use event_listener::{Event as Signal, Listener};
+use serde_json::Value;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::task::Waker;
+use std::thread::ThreadId;
+use std::time::Instant;
+
+/// Receives the operation's events: the card request and every update frame. It runs on the
+/// pumping thread and must not block for long; it may call back into the [`OpHandle`].
+pub type EventSink = Arc<dyn Fn(&Event) + Send + Sync>;
+
+/// A gateway answer as a driver collects it.
+pub type Answer = (CallId, Result<GatewayReply, GatewayError>);
+
+/// Starts a gateway call for an operation. The starter eventually delivers the answer with
+/// [`OpHandle::deliver`] (possibly before `start` returns, for an instant in-process gateway),
+/// or hands it to the driver's next [`OpHandle::step`].
+pub trait CallStarter: Send + Sync {
+    /// Starts `call`; its answer goes back to `op`.
+    fn start(&self, op: &OpHandle, id: CallId, call: GatewayCall);
+}
+
+/// How the tool result is kept once the flow returns it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ResultForm {
+    /// The typed result only.
+    #[default]
+    Typed,
+    /// Also as JSON, serialized by the thread that runs the `Return` effect: a caller asleep
+    /// on another thread then wakes to a finished value instead of serializing in memory its
+    /// long sleep left cold.
+    Json,
+}
+
+/// The process's registry of open operations, as the handle stores itself in it.
+pub(crate) type RegistryCell = Arc<Mutex<Registry<OpHandle>>>;
+
+/// Locks a mutex, even one a panicking callback poisoned: one failed callback must not wedge
+/// every later call on the operation or the registry.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// What an operation needs from its host while it runs.
+pub(crate) struct OpEnv {
+    /// Where it registers (card path).
+    pub(crate) registry: RegistryCell,
+    /// The card callback and update frames; `None` on the links path.
+    pub(crate) events: Option<EventSink>,
+    /// How gateway calls run.
+    pub(crate) calls: Arc<dyn CallStarter>,
+    /// What time it is, and how a driver sleeps.
+    pub(crate) clock: Arc<dyn Clock>,
+    /// How the result is kept.
+    pub(crate) form: ResultForm,
+}
+
+struct State {
+    flow: Flow,
+    /// Effects drained from the flow and not yet taken by the pump, in order.
+    queue: VecDeque<Effect>,
+    /// Effects drained from the flow so far; an input's effects are done once `executed`
+    /// reaches the value `fed` had right after that input.
+    fed: u64,
+    /// Effects executed (or dropped: calls the flow no longer awaits) so far.
+    executed: u64,
+    /// The thread pumping, if any.
+    pump: Option<ThreadId>,
+    result: Option<ToolResult>,
+    result_json: Option<Value>,
+    /// The driver's one waker slot: filled when it goes to sleep, taken by the first input
+    /// that needs it awake.
+    waker: Option<Waker>,
+}
+
+impl State {
+    /// The drain rule: after every input, every effect it caused leaves the flow, in order.
+    fn drain(&mut self) {
+        while let Some(effect) = self.flow.poll_effect() {
+            self.queue.push_back(effect);
+            self.fed += 1;
+        }
+    }
+
+    fn is_finished(&self) -> bool {
+        self.result.is_some() && self.flow.is_done() && self.executed == self.fed
+    }
+
+    fn park(&mut self, waker: &Waker) -> Nap {
+        match &self.waker {
+            Some(stored) if stored.will_wake(waker) => {}
+            _ => self.waker = Some(waker.clone()),
+        }
+        Nap {
+            until: self.flow.poll_timeout().map(|wake| wake.at),
+            calls_in_flight: self.flow.calls_in_flight(),
+        }
+    }
+}
+
+/// The shared part of one operation.
+pub struct OpShared {
+    state: Mutex<State>,
+    op_id: Option<OpId>,
+    env: OpEnv,
+    /// The pump executed more effects: callers waiting for theirs look again.
+    progress: Signal,
+}
+
+/// What a driver does next ([`OpHandle::step`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub enum Next {
+    /// The tool call returned; nothing is left to run.
+    Finished,
+    /// Sleep until the waker is woken, or until this instant of the monotonic clock.
+    Sleep(Option<Instant>),
+}
+
+/// A cloneable, thread-safe handle on a running operation: the SPEC §11 operation handle.
+#[derive(Clone)]
+pub struct OpHandle(pub(crate) Arc<OpShared>);
+
+impl std::fmt::Debug for OpHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpHandle")
+            .field("op_id", &self.0.op_id)
+            .finish()
+    }
+}
+
+impl RegistryEntry for OpHandle {
+    fn op_id(&self) -> OpId {
+        self.0.op_id.unwrap_or_else(|| OpId::from_entropy([0; 6]))
+    }
+    fn is_settled(&self) -> bool {
+        self.lock()
+            .flow
+            .operation()
+            .is_some_and(|op| op.is_settled())
+    }
+}
+
+impl OpHandle {
+    /// Wraps a freshly started flow; its first effects are drained and wait for a driver.
+    pub(crate) fn new(flow: Flow, env: OpEnv) -> Self {
+        let op_id = flow.operation().map(|op| op.op_id());
+        let mut state = State {
+            flow,
+            queue: VecDeque::new(),
+            fed: 0,
+            executed: 0,
+            pump: None,
+            result: None,
+            result_json: None,
+            waker: None,
+        };
+        state.drain();
+        OpHandle(Arc::new(OpShared {
+            state: Mutex::new(state),
+            op_id,
+            env,
+            progress: Signal::new(),
+        }))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        lock(&self.0.state)
+    }
+
+    /// The operation id (none for a status call or refused arguments).
+    pub fn op_id(&self) -> Option<OpId> {
+        self.0.op_id
+    }
+
+    /// The operation view (SPEC §3.2): live rows while open, the frozen snapshot with links
+    /// once settled.
+    pub fn view(&self) -> Option<OperationView> {
+        self.lock().flow.view()
+    }
+
+    /// Whether the operation settled.
+    pub fn is_settled(&self) -> bool {
+        RegistryEntry::is_settled(self)
+    }
+
+    /// The tool result, once returned (the frozen result: every read gives the same).
+    pub fn result(&self) -> Option<ToolResult> {
+        self.lock().result.clone()
+    }
+
+    /// The tool result as JSON: taken out if the operation keeps it as JSON
+    /// ([`ResultForm::Json`]), else serialized now; `None` before it returned.
+    pub fn result_json(&self) -> Option<Value> {
+        let mut state = self.lock();
+        if let Some(json) = state.result_json.take() {
+            return Some(json);
+        }
+        let result = state.result.clone()?;
+        drop(state);
+        Some(result.to_value())
+    }
+
+    /// The clock the operation runs on.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.0.env.clock
+    }
+
+    // ----- inputs from anywhere ---------------------------------------------------------
+
+    /// A card answer (SPEC §5.6). Returns after the effects it caused were executed.
+    pub fn respond(&self, answer: &CardAnswer) -> Result<CardReply, CallerError> {
+        self.apply(|flow, now| flow.handle_card_answer(answer, now))
+    }
+
+    /// Continue: settles `continue` unless everything resolved.
+    pub fn continue_(&self) -> Result<CardReply, CallerError> {
+        self.apply(|flow, now| flow.handle_continue(now))
+    }
+
+    /// Interrupt: settles `interrupt` at once. Returns whether this settled it.
+    pub fn interrupt(&self) -> bool {
+        self.apply(|flow, now| flow.handle_interrupt(now))
+    }
+
+    /// The compare-and-set settle; returns whether this call won.
+    pub fn settle(&self, reason: SettleReason) -> bool {
+        self.apply(|flow, now| flow.handle_settle(reason, now))
+    }
+
+    /// Moves a target (the seeds' seam); the watcher wakes.
+    pub fn transition(
+        &self,
+        name: &str,
+        to: TargetState,
+        actor: Actor,
+        patch: Patch,
+    ) -> Result<Option<ChangeRecord>, CallerError> {
+        self.apply(|flow, now| flow.handle_transition(name, to, actor, patch, now))
+    }
+
+    /// Replaces a target's link and detail with no state change.
+    pub fn refresh(
+        &self,
+        name: &str,
+        connect_url: Option<Text>,
+        detail: Option<Text>,
+        actor: Actor,
+    ) -> Result<ChangeRecord, CallerError> {
+        self.apply(|flow, now| flow.handle_refresh(name, connect_url, detail, actor, now))
+    }
+
+    /// A gateway answer, from whatever ran the call.
+    pub fn deliver(&self, id: CallId, result: Result<GatewayReply, GatewayError>) {
+        let fed = self.apply(|flow, now| flow.handle_gateway(id, result, now));
+        debug_assert!(fed.is_ok(), "a reply of the wrong kind: {fed:?}");
+    }
+
+    /// Whether the flow still waits for the answer to `id` (a call it no longer awaits must
+    /// not start: the operation settled).
+    pub fn awaits(&self, id: CallId) -> bool {
+        self.lock().flow.awaits(id)
+    }
+
+    /// Feeds one input under the lock, then executes what it caused (or waits for the pump
+    /// that does), wakes the driver, and returns the input's own answer.
+    fn apply<R>(&self, input: impl FnOnce(&mut Flow, Timestamp) -> R) -> R {
+        let (answer, mark, waker) = {
+            let mut state = self.lock();
+            let now = self.0.env.clock.now();
+            let answer = input(&mut state.flow, now);
+            state.drain();
+            // Nothing to run: wake the driver from this same lock (the input may have moved
+            // the next wake-up). Otherwise the pump wakes it once the effects ran.
+            let waker = if state.executed == state.fed {
+                state.waker.take()
+            } else {
+                None
+            };
+            (answer, state.fed, waker)
+        };
+        match waker {
+            Some(waker) => waker.wake(),
+            None => self.pump_until(mark),
+        }
+        answer
+    }
+
+    // ----- the driver -------------------------------------------------------------------
+
+    /// The driver's one question: at the clock's now, feed `answers` (drained), fire the
+    /// timers that are due, run the effects that caused, and say what next. A driver that
+    /// sleeps registers `waker` here: any later input wakes it.
+    pub fn step(&self, answers: &mut Vec<Answer>, waker: &Waker) -> Next {
+        let me = std::thread::current().id();
+        loop {
+            let nap = {
+                let mut state = self.lock();
+                // Running: the driver's own changes need no wake-up.
+                state.waker = None;
+                let now = self.0.env.clock.now();
+                for (id, answer) in answers.drain(..) {
+                    let fed = state.flow.handle_gateway(id, answer, now);
+                    debug_assert!(fed.is_ok(), "a reply of the wrong kind: {fed:?}");
+                    state.drain();
+                }
+                if state.flow.poll_timeout().is_some_and(|wake| wake.at <= now) {
+                    state.flow.handle_timeout(now);
+                    state.drain();
+                }
+                if state.is_finished() {
+                    return Next::Finished;
+                }
+                if state.executed == state.fed || state.pump.is_some() {
+                    // Nothing to run, or another thread runs it and wakes us when done.
+                    state.park(waker)
+                } else {
+                    state.pump = Some(me);
+                    drop(state);
+                    self.run_pump();
+                    continue;
+                }
+            };
+            return Next::Sleep(self.0.env.clock.nap(nap, waker).flatten());
+        }
+    }
+
+    // ----- the pump ---------------------------------------------------------------------
+
+    fn pump_until(&self, mark: u64) {
+        let me = std::thread::current().id();
+        loop {
+            let listener;
+            {
+                let mut state = self.lock();
+                if state.executed >= mark {
+                    return;
+                }
+                match state.pump {
+                    None => state.pump = Some(me),
+                    // Re-entered from our own callback: the outer pump runs it.
+                    Some(pump) if pump == me => return,
+                    Some(_) => {
+                        listener = self.0.progress.listen();
+                        drop(state);
+                        listener.wait();
+                        continue;
+                    }
+                }
+            }
+            self.run_pump();
+        }
+    }
+
+    /// The pump: executes the queued effects in order, outside the lock, until none is left;
+    /// then gives the pump up and wakes the driver.
+    fn run_pump(&self) {
+        let mut ran = 0;
+        loop {
+            let effect = {
+                let mut state = self.lock();
+                state.executed += ran;
+                let next = loop {
+                    match state.queue.pop_front() {
+                        // Withdrawn: the flow settled before this call started.
+                        Some(Effect::Call { id, .. }) if !state.flow.awaits(id) => {
+                            state.executed += 1;
+                        }
+                        other => break other,
+                    }
+                };
+                match next {
+                    Some(effect) => effect,
+                    None => {
+                        state.pump = None;
+                        let waker = state.waker.take();
+                        drop(state);
+                        self.0.progress.notify(usize::MAX);
+                        if let Some(waker) = waker {
+                            waker.wake();
+                        }
+                        return;
+                    }
+                }
+            };
+            self.0.progress.notify(usize::MAX);
+            self.execute(effect);
+            ran = 1;
+        }
+    }
+
+    fn execute(&self, effect: Effect) {
+        let env = &self.0.env;
+        match effect {
+            Effect::Register { key, .. } => {
+                let answer = lock(&env.registry).open(key, self.clone());
+                let mut state = self.lock();
+                let now = env.clock.now();
+                state.flow.handle_registered(answer, now);
+                state.drain();
+            }
+            Effect::Call { id, call } => env.calls.start(self, id, call),
+            Effect::Emit(event) => {
+                if let Some(sink) = &env.events {
+                    sink(&event);
+                }
+            }
+            Effect::Close { key, op_id } => {
+                // Dropped outside the registry's lock: the last reference to an operation
+                // may be the registry's.
+                let closed = lock(&env.registry).close(&key, op_id);
+                drop(closed);
+            }
+            Effect::Return(result) => {
+                let json = (env.form == ResultForm::Json).then(|| result.to_value());
+                let mut state = self.lock();
+                state.result = Some(*result);
+                state.result_json = json;
+            }
+        }
+    }
+
+    /// A weak reference, for interrupt tokens that must not keep an operation alive.
+    pub(crate) fn downgrade(&self) -> Weak<OpShared> {
+        Arc::downgrade(&self.0)
+    }
+}

@@ -21,15 +21,27 @@ pub struct Nap {
     pub calls_in_flight: usize,
 }
 
+/// How a driver sleeps, as its clock says.
+#[derive(Clone, Debug)]
+pub enum Napping {
+    /// Arm your own timer for this instant of the monotonic clock (none: no timer), and
+    /// sleep until it fires or an input wakes you.
+    Timer(Option<Instant>),
+    /// Arm no timer: the clock wakes you when its time reaches the nap's end. Inputs wake you
+    /// through this waker (it wraps yours, so the clock knows you are awake).
+    Clock(Waker),
+}
+
 /// The time source of an operation.
 pub trait Clock: Send + Sync + fmt::Debug {
     /// Now, as the core counts time.
     fn now(&self) -> Timestamp;
 
-    /// How a driver sleeps through `nap`: `Some(instant)` — arm your own timer for that
-    /// instant of the monotonic clock (`None` inside: no timer, only a change wakes you);
-    /// `None` — the clock itself wakes `waker` when its time reaches `nap.until`.
-    fn nap(&self, nap: Nap, waker: &Waker) -> Option<Option<Instant>>;
+    /// How the driver whose waker is `waker` sleeps through `nap`.
+    fn nap(&self, nap: Nap, waker: &Waker) -> Napping;
+
+    /// The driver whose waker is `waker` finished: it will not nap again.
+    fn finished(&self, _waker: &Waker) {}
 }
 
 /// How late a timer may fire so that wake-ups close together share one: operations whose
@@ -119,8 +131,8 @@ impl Clock for SystemClock {
         SystemClock::now(self)
     }
 
-    fn nap(&self, nap: Nap, _waker: &Waker) -> Option<Option<Instant>> {
-        Some(nap.until.map(|at| self.coalesced(self.instant_of(at))))
+    fn nap(&self, nap: Nap, _waker: &Waker) -> Napping {
+        Napping::Timer(nap.until.map(|at| self.coalesced(self.instant_of(at))))
     }
 }
 
@@ -205,11 +217,15 @@ mod tests {
             until: Some(at),
             calls_in_flight: 0,
         };
-        assert_eq!(clock.nap(nap, waker), Some(Some(clock.instant_of(at))));
+        let armed = |napping: Napping| match napping {
+            Napping::Timer(at) => at,
+            Napping::Clock(_) => panic!("the system clock wakes no one itself"),
+        };
+        assert_eq!(armed(clock.nap(nap, waker)), Some(clock.instant_of(at)));
         let nap = Nap {
             until: None,
             calls_in_flight: 1,
         };
-        assert_eq!(clock.nap(nap, waker), Some(None));
+        assert_eq!(armed(clock.nap(nap, waker)), None);
     }
 }

@@ -14,7 +14,7 @@
 //! what next?" It waits through one [`Waker`] slot, woken by any input from elsewhere; the
 //! blocking driver's waker unparks its thread, smol's reschedules its task.
 
-use crate::clock::{Clock, Nap};
+use crate::clock::{Clock, Nap, Napping};
 use connop_core::card::{CardAnswer, CardReply};
 use connop_core::contract::{Actor, SettleReason, TargetState};
 use connop_core::error::CallerError;
@@ -116,14 +116,24 @@ impl State {
         self.result.is_some() && self.flow.is_done() && self.executed == self.fed
     }
 
-    fn park(&mut self, waker: &Waker) -> Nap {
-        match &self.waker {
-            Some(stored) if stored.will_wake(waker) => {}
-            _ => self.waker = Some(waker.clone()),
-        }
-        Nap {
+    /// The driver goes to sleep: its clock says how, and its waker takes the slot.
+    fn park(&mut self, clock: &dyn Clock, waker: &Waker) -> Option<Instant> {
+        let nap = Nap {
             until: self.flow.poll_timeout().map(|wake| wake.at),
             calls_in_flight: self.flow.calls_in_flight(),
+        };
+        match clock.nap(nap, waker) {
+            Napping::Timer(at) => {
+                match &self.waker {
+                    Some(stored) if stored.will_wake(waker) => {}
+                    _ => self.waker = Some(waker.clone()),
+                }
+                at
+            }
+            Napping::Clock(wrapped) => {
+                self.waker = Some(wrapped);
+                None
+            }
         }
     }
 }
@@ -323,35 +333,33 @@ impl OpHandle {
     /// sleeps registers `waker` here: any later input wakes it.
     pub fn step(&self, answers: &mut Vec<Answer>, waker: &Waker) -> Next {
         let me = std::thread::current().id();
+        let clock = &*self.0.env.clock;
         loop {
-            let nap = {
-                let mut state = self.lock();
-                // Running: the driver's own changes need no wake-up.
-                state.waker = None;
-                let now = self.0.env.clock.now();
-                for (id, answer) in answers.drain(..) {
-                    let fed = state.flow.handle_gateway(id, answer, now);
-                    debug_assert!(fed.is_ok(), "a reply of the wrong kind: {fed:?}");
-                    state.drain();
-                }
-                if state.flow.poll_timeout().is_some_and(|wake| wake.at <= now) {
-                    state.flow.handle_timeout(now);
-                    state.drain();
-                }
-                if state.is_finished() {
-                    return Next::Finished;
-                }
-                if state.executed == state.fed || state.pump.is_some() {
-                    // Nothing to run, or another thread runs it and wakes us when done.
-                    state.park(waker)
-                } else {
-                    state.pump = Some(me);
-                    drop(state);
-                    self.run_pump();
-                    continue;
-                }
-            };
-            return Next::Sleep(self.0.env.clock.nap(nap, waker).flatten());
+            let mut state = self.lock();
+            // Running: the driver's own changes need no wake-up.
+            state.waker = None;
+            let now = clock.now();
+            for (id, answer) in answers.drain(..) {
+                let fed = state.flow.handle_gateway(id, answer, now);
+                debug_assert!(fed.is_ok(), "a reply of the wrong kind: {fed:?}");
+                state.drain();
+            }
+            if state.flow.poll_timeout().is_some_and(|wake| wake.at <= now) {
+                state.flow.handle_timeout(now);
+                state.drain();
+            }
+            if state.is_finished() {
+                drop(state);
+                clock.finished(waker);
+                return Next::Finished;
+            }
+            if state.executed == state.fed || state.pump.is_some() {
+                // Nothing to run, or another thread runs it and wakes us when done.
+                return Next::Sleep(state.park(clock, waker));
+            }
+            state.pump = Some(me);
+            drop(state);
+            self.run_pump();
         }
     }
 

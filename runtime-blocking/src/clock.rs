@@ -136,17 +136,12 @@ impl Clock for SystemClock {
     }
 }
 
-/// Fills `bytes` from the operating system's cryptographic random source.
+/// Fills `bytes` from the operating system's cryptographic random source (`getrandom(2)` on
+/// Linux). Op ids and tokens must not be guessable, so there is no fallback to anything
+/// weaker: a system without a working random source cannot run connop.
 pub fn random_bytes(bytes: &mut [u8]) {
-    use std::io::Read;
-    let from_os = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(bytes));
-    if from_os.is_err() {
-        // No /dev/urandom: std's per-process random hash keys still make ids unpredictable.
-        use std::hash::{BuildHasher, RandomState};
-        for chunk in bytes.chunks_mut(8) {
-            let n = RandomState::new().hash_one(Instant::now());
-            chunk.copy_from_slice(&n.to_le_bytes()[..chunk.len()]);
-        }
+    if let Err(error) = getrandom::fill(bytes) {
+        panic!("the operating system's random source failed: {error}");
     }
 }
 

@@ -32,7 +32,7 @@ fn start_tool_call(
     form: ResultForm,
 ) -> OpHandle {
     let calls: Arc<dyn CallStarter> = Arc::new(WorkerCalls::new(context.gateway.clone()));
-    context.start(args, calls, form)
+    context.start(args, Some(calls), form)
 }
 
 /// Drives an operation on this thread until its tool call returns, and returns the result.
@@ -61,9 +61,9 @@ impl Wake for Unpark {
 /// wake-up is lost between the step and the park.
 fn run(op: &OpHandle) {
     let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut answers = Vec::new();
+    let (mut answers, mut calls) = (Vec::new(), Vec::new());
     loop {
-        match op.step(&mut answers, &waker) {
+        match op.step(&mut answers, &mut calls, &waker) {
             Next::Finished => return,
             Next::Sleep(Some(at)) => {
                 std::thread::park_timeout(at.saturating_duration_since(Instant::now()))

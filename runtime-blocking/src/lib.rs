@@ -24,6 +24,6 @@ pub use calls::{InlineCalls, WorkerCalls};
 pub use clock::{Clock, SystemClock};
 pub use driver::{manage_connections, run_to_end, run_tool_call};
 pub use handle::{
-    Answer, CallStarter, EventSink, Interrupt, Next, OpHandle, ResultForm, SharedRegistry,
-    ToolContext,
+    Answer, CallStarter, DriverCall, EventSink, Interrupt, Next, OpHandle, ResultForm,
+    SharedRegistry, ToolContext,
 };

@@ -3,63 +3,25 @@
 //! [`OpHandle::step`]; any input from another thread or task wakes it through the waker the
 //! step registered (no allocation per wait).
 
-use connop_blocking::{Answer, CallStarter, Next, OpHandle, ResultForm, ToolContext};
+use connop_blocking::{Answer, DriverCall, Next, OpHandle, ResultForm, ToolContext};
 use connop_core::tool::ToolResult;
-use connop_core::tool_gateway::{
-    AsyncToolGateway, BoxFuture, CallId, GatewayCall, GatewayError, GatewayReply,
-};
+use connop_core::tool_gateway::{AsyncToolGateway, BoxFuture, CallId, GatewayError, GatewayReply};
 use futures_lite::future::poll_fn;
 use serde_json::Value;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
 
 type CallFuture = BoxFuture<'static, Result<GatewayReply, GatewayError>>;
 
-/// Hands an operation's gateway calls to its driver future.
-pub struct SmolCalls {
-    gateway: Arc<dyn AsyncToolGateway>,
-    queue: Mutex<Vec<(CallId, GatewayCall)>>,
-}
-
-impl SmolCalls {
-    /// Calls through `gateway`.
-    pub fn new(gateway: Arc<dyn AsyncToolGateway>) -> Self {
-        SmolCalls {
-            gateway,
-            queue: Mutex::new(Vec::new()),
-        }
-    }
-
-    /// Starts every queued call as a future owned by the driver; whether there was any.
-    fn start_queued(&self, in_flight: &mut Vec<(CallId, CallFuture)>) -> bool {
-        let mut queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-        let started = !queue.is_empty();
-        for (id, call) in queue.drain(..) {
-            let gateway = self.gateway.clone();
-            let future: CallFuture = Box::pin(async move { gateway.call(&call).await });
-            in_flight.push((id, future));
-        }
-        started
-    }
-}
-
-impl CallStarter for SmolCalls {
-    fn start(&self, _op: &OpHandle, id: CallId, call: GatewayCall) {
-        // The pump that runs this wakes the driver when it ends, or is the driver's own step.
-        self.queue
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push((id, call));
-    }
-}
-
-/// Drives an operation until its tool call returns, and returns the result.
-pub async fn run_to_end(op: &OpHandle, calls: &SmolCalls) -> ToolResult {
+/// Drives an operation until its tool call returns, and returns the result. Its gateway
+/// calls (those the driver starts) go to `gateway`, each as a future polled inside this one.
+pub async fn run_to_end(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>) -> ToolResult {
     let mut in_flight: Vec<(CallId, CallFuture)> = Vec::new();
     let mut answers: Vec<Answer> = Vec::new();
+    let mut calls: Vec<DriverCall> = Vec::new();
     let mut timer = async_io::Timer::never();
     let mut armed: Option<Instant> = None;
     poll_fn(|cx| {
@@ -71,10 +33,16 @@ pub async fn run_to_end(op: &OpHandle, calls: &SmolCalls) -> ToolResult {
                 }
                 Poll::Pending => true,
             });
-            match op.step(&mut answers, cx.waker()) {
+            match op.step(&mut answers, &mut calls, cx.waker()) {
                 Next::Finished => return Poll::Ready(()),
                 Next::Sleep(at) => {
-                    if calls.start_queued(&mut in_flight) {
+                    if !calls.is_empty() {
+                        for (id, call) in calls.drain(..) {
+                            let gateway = gateway.clone();
+                            let future: CallFuture =
+                                Box::pin(async move { gateway.call(&call).await });
+                            in_flight.push((id, future));
+                        }
                         continue;
                     }
                     if at != armed {
@@ -113,9 +81,8 @@ pub async fn run_tool_call(
     args: &Value,
     context: &ToolContext<dyn AsyncToolGateway>,
 ) -> ToolResult {
-    let calls = Arc::new(SmolCalls::new(context.gateway.clone()));
     // Kept typed: one interrupt may settle thousands of operations before their tasks run,
     // and their results should not all be held as JSON at once.
-    let op = context.start(args, calls.clone(), ResultForm::Typed);
-    run_to_end(&op, &calls).await
+    let op = context.start(args, None, ResultForm::Typed);
+    run_to_end(&op, &context.gateway).await
 }

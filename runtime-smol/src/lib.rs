@@ -12,4 +12,4 @@ pub mod driver;
 pub mod http;
 
 pub use connop_blocking::{Interrupt, OpHandle, SharedRegistry, ToolContext};
-pub use driver::{SmolCalls, manage_connections, run_to_end, run_tool_call};
+pub use driver::{manage_connections, run_to_end, run_tool_call};

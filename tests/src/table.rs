@@ -492,11 +492,11 @@ fn preopen(registry: &SharedRegistry, backend: &dyn Backend, clock: &Arc<AutoClo
     let calls = Arc::new(connop_blocking::InlineCalls(backend.blocking()));
     let op = ctx.start(
         &json!({"action": "connect", "connectors": ["gmail"]}),
-        calls,
+        Some(calls),
         connop_blocking::ResultForm::Typed,
     );
     let waker = std::task::Waker::noop();
-    let _ = op.step(&mut Vec::new(), waker);
+    let _ = op.step(&mut Vec::new(), &mut Vec::new(), waker);
     // No driver steps it again: the clock need not wait for it.
     clock.finished(waker);
     assert!(registry.current(SESSION).is_some());

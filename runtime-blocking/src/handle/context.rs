@@ -79,14 +79,20 @@ impl<G: ?Sized> ToolContext<G> {
 
     /// Starts the tool call's operation (both runtimes start it here): the flow at the
     /// clock's now, its environment, its interrupt. `calls` runs its gateway calls unless
-    /// the context names its own; `form` says how the result is kept. Nothing runs until a
-    /// driver [`step`](OpHandle::step)s it.
-    pub fn start(&self, args: &Value, calls: Arc<dyn CallStarter>, form: ResultForm) -> OpHandle {
+    /// the context names its own (`None`: the driver starts them, taking them from its
+    /// [`step`](OpHandle::step)); `form` says how the result is kept. Nothing runs until a
+    /// driver steps it.
+    pub fn start(
+        &self,
+        args: &Value,
+        calls: Option<Arc<dyn CallStarter>>,
+        form: ResultForm,
+    ) -> OpHandle {
         let flow = Flow::start(args, self.flow_config(), entropy(), self.clock.now());
         let env = OpEnv {
             registry: self.registry.cell().clone(),
             events: self.events.clone(),
-            calls: self.calls.clone().unwrap_or(calls),
+            calls: self.calls.clone().or(calls),
             clock: self.clock.clone(),
             form,
         };

@@ -13,5 +13,5 @@ mod registry;
 
 pub use context::ToolContext;
 pub use interrupt::Interrupt;
-pub use op::{Answer, CallStarter, EventSink, Next, OpHandle, OpShared, ResultForm};
+pub use op::{Answer, CallStarter, DriverCall, EventSink, Next, OpHandle, OpShared, ResultForm};
 pub use registry::SharedRegistry;

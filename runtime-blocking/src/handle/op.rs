@@ -40,6 +40,9 @@ pub type EventSink = Arc<dyn Fn(&Event) + Send + Sync>;
 /// A gateway answer as a driver collects it.
 pub type Answer = (CallId, Result<GatewayReply, GatewayError>);
 
+/// A gateway call handed to the driver to start.
+pub type DriverCall = (CallId, GatewayCall);
+
 /// Starts a gateway call for an operation. The starter eventually delivers the answer with
 /// [`OpHandle::deliver`] (possibly before `start` returns, for an instant in-process gateway),
 /// or hands it to the driver's next [`OpHandle::step`].
@@ -77,8 +80,8 @@ pub(crate) struct OpEnv {
     pub(crate) registry: RegistryCell,
     /// The card callback and update frames; `None` on the links path.
     pub(crate) events: Option<EventSink>,
-    /// How gateway calls run.
-    pub(crate) calls: Arc<dyn CallStarter>,
+    /// How gateway calls run; `None`: the driver starts them (they come out of its step).
+    pub(crate) calls: Option<Arc<dyn CallStarter>>,
     /// What time it is, and how a driver sleeps.
     pub(crate) clock: Arc<dyn Clock>,
     /// How the result is kept.
@@ -101,6 +104,8 @@ struct State {
     /// The driver's one waker slot: filled when it goes to sleep, taken by the first input
     /// that needs it awake.
     waker: Option<Waker>,
+    /// Calls for the driver to start, popped by a pump on another thread.
+    for_driver: Vec<DriverCall>,
 }
 
 impl State {
@@ -194,6 +199,7 @@ impl OpHandle {
             result: None,
             result_json: None,
             waker: None,
+            for_driver: Vec::new(),
         };
         state.drain();
         OpHandle(Arc::new(OpShared {
@@ -329,11 +335,18 @@ impl OpHandle {
     // ----- the driver -------------------------------------------------------------------
 
     /// The driver's one question: at the clock's now, feed `answers` (drained), fire the
-    /// timers that are due, run the effects that caused, and say what next. A driver that
-    /// sleeps registers `waker` here: any later input wakes it.
-    pub fn step(&self, answers: &mut Vec<Answer>, waker: &Waker) -> Next {
+    /// timers that are due, run the effects that caused, and say what next. Calls the driver
+    /// starts itself (an operation started without a [`CallStarter`]) are appended to
+    /// `calls`. A driver that sleeps registers `waker` here: any later input wakes it.
+    pub fn step(
+        &self,
+        answers: &mut Vec<Answer>,
+        calls: &mut Vec<DriverCall>,
+        waker: &Waker,
+    ) -> Next {
         let me = std::thread::current().id();
-        let clock = &*self.0.env.clock;
+        let env = &self.0.env;
+        let clock = &*env.clock;
         loop {
             let mut state = self.lock();
             // Running: the driver's own changes need no wake-up.
@@ -347,6 +360,17 @@ impl OpHandle {
             if state.flow.poll_timeout().is_some_and(|wake| wake.at <= now) {
                 state.flow.handle_timeout(now);
                 state.drain();
+            }
+            calls.append(&mut state.for_driver);
+            if env.calls.is_none() && state.pump.is_none() {
+                // The driver's own calls at the head of the queue need no pump: they are
+                // taken here, under the lock this step holds anyway.
+                while let Some(Effect::Call { .. }) = state.queue.front() {
+                    if let Some(Effect::Call { id, call }) = state.queue.pop_front() {
+                        state.executed += 1;
+                        calls.push((id, call));
+                    }
+                }
             }
             if state.is_finished() {
                 drop(state);
@@ -404,6 +428,11 @@ impl OpHandle {
                         Some(Effect::Call { id, .. }) if !state.flow.awaits(id) => {
                             state.executed += 1;
                         }
+                        // The driver starts it: handed over under this lock.
+                        Some(Effect::Call { id, call }) if self.0.env.calls.is_none() => {
+                            state.executed += 1;
+                            state.for_driver.push((id, call));
+                        }
                         other => break other,
                     }
                 };
@@ -437,7 +466,11 @@ impl OpHandle {
                 state.flow.handle_registered(answer, now);
                 state.drain();
             }
-            Effect::Call { id, call } => env.calls.start(self, id, call),
+            Effect::Call { id, call } => match &env.calls {
+                Some(starter) => starter.start(self, id, call),
+                // Taken for the driver when popped (see `run_pump`).
+                None => lock(&self.0.state).for_driver.push((id, call)),
+            },
             Effect::Emit(event) => {
                 if let Some(sink) = &env.events {
                     sink(&event);

@@ -319,6 +319,7 @@ impl GatewayReply {
 /// Why a gateway call failed. The gateway (or the way to it) is to blame, never the caller.
 ///
 /// The `Display` text is the `<reason>` in SPEC §5.4's error message.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum GatewayError {
     /// An external gateway with no token: refused without sending.

@@ -211,6 +211,7 @@ impl Response {
 }
 
 /// A request that got no HTTP answer. Both kinds are retried once (not for the mint).
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TransportError {
     /// Connect refused, reset, DNS, TLS…: the client's own description.

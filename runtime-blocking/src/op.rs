@@ -371,6 +371,8 @@ impl OpHandle {
                 state.result = Some(*result);
                 state.result_json = json;
             }
+            // `Effect` is non-exhaustive: one this driver predates has nothing to run here.
+            _ => {}
         }
     }
 

@@ -241,6 +241,7 @@ pub fn run(scenario: &Scenario, runtime: Runtime, backend: &dyn Backend) -> Run 
                 }
             }
             Event::Update(frame) => frames.lock().unwrap().push((**frame).clone()),
+            _ => {}
         }
     };
 

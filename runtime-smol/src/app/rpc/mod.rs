@@ -321,6 +321,8 @@ impl Gateway {
                 let line = match event {
                     Event::Request(card) => rpc::event_line(event.name(), &session_id, card),
                     Event::Update(frame) => rpc::event_line(event.name(), &session_id, frame),
+                    // An event kind this server predates has no line on the protocol.
+                    _ => return,
                 };
                 owner.send(line);
             }

@@ -14,7 +14,7 @@ use connop_core::tool_gateway::{
     AccountStatus, AsyncToolGateway, BlockingToolGateway, GatewayCall, GatewayError, GatewayReply,
     MintStatus,
 };
-use connop_fixtures::{CallHook, MintLog, ScriptedToolGateway, Step};
+use connop_fixtures::{CallHook, MintLog, ScriptedRead, ScriptedToolGateway};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -812,9 +812,6 @@ impl Backend for InProcess {
     }
 }
 
-/// A scripted step, re-exported for table users.
-pub type ScriptStep = Step;
-
 /// The simulated tool gateway over real loopback HTTP, reached through the isahc clients.
 pub struct OverHttp {
     server: connop_smol::app::sim_gateway::SimToolGateway,
@@ -862,14 +859,14 @@ impl OverHttp {
 /// The simulated gateway's `/sim/state` for a scripted world (the seeds' knobs).
 pub fn sim_state(world: &ScriptedToolGateway) -> Value {
     use connop_smol::app::sim_gateway::CATALOG;
-    let step = |s: &Step| match s {
-        Step::Status(status) => json!(status.as_str()),
-        Step::NotFound => json!({"http": 404}),
-        Step::Fail(GatewayError::RateLimited { retry_after }) => {
+    let step = |s: &ScriptedRead| match s {
+        ScriptedRead::Status(status) => json!(status.as_str()),
+        ScriptedRead::NotFound => json!({"http": 404}),
+        ScriptedRead::Fail(GatewayError::RateLimited { retry_after }) => {
             json!({"http": 429, "retry_after_ms": retry_after.as_millis() as u64})
         }
-        Step::Fail(GatewayError::Http { status }) => json!({"http": status}),
-        Step::Fail(_) => json!({"http": 500}),
+        ScriptedRead::Fail(GatewayError::Http { status }) => json!({"http": status}),
+        ScriptedRead::Fail(_) => json!({"http": 500}),
     };
     let mint_entry = |status: MintStatus| {
         let mut entry = json!({

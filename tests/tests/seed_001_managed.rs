@@ -5,10 +5,11 @@
 //! `_desktop_callback` shows the card and returns at once. `Sim::new` is that setup.
 
 use connop_core::contract::{Actor, SettleReason, TargetState};
-use connop_core::flow::Surface;
+use connop_core::flow::{Input, Surface};
+use connop_core::operation::Patch;
 use connop_core::payload::OperationView;
 use connop_core::tool_gateway::{AccountStatus, GatewayError, MintStatus};
-use connop_fixtures::{Action, Latency, ScriptedToolGateway, Sim, Step};
+use connop_fixtures::{Latency, ScriptedRead, ScriptedToolGateway, Sim};
 use connop_tests::assert_clean;
 use serde_json::json;
 use std::cell::RefCell;
@@ -144,10 +145,11 @@ fn test_respond_from_the_card_skips_a_target_and_wakes_the_loop() {
     let out = sim(gw)
         .tick(0.01)
         .on_card(|_, ctl| {
-            let skip = Action::Transition {
+            let skip = Input::Transition {
                 name: "notion".into(),
                 to: TargetState::Skipped,
                 actor: Actor::User,
+                patch: Patch::default(),
             };
             ctl.after(Duration::from_millis(20), skip);
         })
@@ -368,7 +370,8 @@ fn test_connected_read_on_a_failed_target_is_ignored_not_an_error() {
 fn test_continue_during_a_connected_read_keeps_the_settled_result() {
     // The read is in flight for 5 ms; the operation handle settles `continue` while it is;
     // then the read answers `active`, and is dropped.
-    let gw = ScriptedToolGateway::new().script("gmail", vec![Step::Status(AccountStatus::Active)]);
+    let gw = ScriptedToolGateway::new()
+        .script("gmail", vec![ScriptedRead::Status(AccountStatus::Active)]);
     let settled_mid_read = Rc::new(RefCell::new(false));
     let flag = settled_mid_read.clone();
     let out = sim(gw)
@@ -380,7 +383,7 @@ fn test_continue_during_a_connected_read_keeps_the_settled_result() {
         .on_call(move |call, ctl| {
             if call.route() == "account" && !*flag.borrow() {
                 *flag.borrow_mut() = true;
-                ctl.after(Duration::ZERO, Action::Settle(SettleReason::Continue));
+                ctl.after(Duration::ZERO, Input::Settle(SettleReason::Continue));
             }
         })
         .run(connect(&["gmail"]));
@@ -404,7 +407,7 @@ fn test_interrupt_wakes_the_loop_and_settles_before_the_next_tick() {
     let out = sim(ScriptedToolGateway::new())
         .tick(5.0)
         .deadline(10.0)
-        .on_card(|_, ctl| ctl.after(Duration::from_millis(20), Action::Interrupt))
+        .on_card(|_, ctl| ctl.after(Duration::from_millis(20), Input::Interrupt))
         .run(connect(&["gmail"]));
     assert_clean(&out);
     assert_eq!(out.json()["settled_by"], "interrupt");

@@ -381,59 +381,12 @@ fn hooked_async(
 }
 
 impl BlockingToolGateway for Hooked<dyn BlockingToolGateway> {
-    fn list(
-        &self,
-        timeout: Option<Duration>,
-    ) -> Result<Vec<connop_core::tool_gateway::ConnectorRow>, GatewayError> {
-        self.inner.list(timeout)
-    }
-    fn mint(
-        &self,
-        request: &connop_core::tool_gateway::MintRequest,
-    ) -> Result<Vec<connop_core::tool_gateway::MintRow>, GatewayError> {
-        self.inner.mint(request)
-    }
-    fn account(
-        &self,
-        connection_id: &str,
-        timeout: Duration,
-    ) -> Result<Option<connop_core::tool_gateway::Account>, GatewayError> {
-        self.inner.account(connection_id, timeout)
-    }
     fn call(&self, call: &GatewayCall) -> Result<GatewayReply, GatewayError> {
         (self.hook)(call, self.inner.call(call))
     }
 }
 
 impl AsyncToolGateway for Hooked<dyn AsyncToolGateway> {
-    fn list(
-        &self,
-        timeout: Option<Duration>,
-    ) -> connop_core::tool_gateway::BoxFuture<
-        '_,
-        Result<Vec<connop_core::tool_gateway::ConnectorRow>, GatewayError>,
-    > {
-        self.inner.list(timeout)
-    }
-    fn mint<'a>(
-        &'a self,
-        request: &'a connop_core::tool_gateway::MintRequest,
-    ) -> connop_core::tool_gateway::BoxFuture<
-        'a,
-        Result<Vec<connop_core::tool_gateway::MintRow>, GatewayError>,
-    > {
-        self.inner.mint(request)
-    }
-    fn account<'a>(
-        &'a self,
-        connection_id: &'a str,
-        timeout: Duration,
-    ) -> connop_core::tool_gateway::BoxFuture<
-        'a,
-        Result<Option<connop_core::tool_gateway::Account>, GatewayError>,
-    > {
-        self.inner.account(connection_id, timeout)
-    }
     fn call<'a>(
         &'a self,
         call: &'a GatewayCall,

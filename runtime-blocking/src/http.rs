@@ -160,28 +160,13 @@ impl HttpToolGateway {
         }
         Ok(to_wire(&response, body))
     }
-
-    /// Runs one gateway call to its end (pages, the one retry).
-    pub fn exchange(&self, call: &GatewayCall) -> Result<GatewayReply, GatewayError> {
-        self.drive(Exchange::start(&self.config, call))
-    }
-
-    fn drive(&self, mut step: wire::Step) -> Result<GatewayReply, GatewayError> {
-        loop {
-            match step {
-                wire::Step::Send(pending) => {
-                    let answer = self.send(pending.request());
-                    step = pending.receive(answer);
-                }
-                wire::Step::Done(result) => return result,
-            }
-        }
-    }
 }
 
 impl BlockingToolGateway for HttpToolGateway {
+    /// Runs the call's [`Exchange`] to its end (pages, the one retry), sending each request
+    /// with [`send`](HttpToolGateway::send).
     fn call(&self, call: &GatewayCall) -> Result<GatewayReply, GatewayError> {
-        self.exchange(call)
+        Exchange::run(&self.config, call, |request| self.send(request))
     }
 }
 

@@ -11,7 +11,7 @@ use connop_blocking::http::{
 use connop_core::tool_gateway::{
     AsyncToolGateway, BoxFuture, GatewayCall, GatewayError, GatewayReply,
 };
-use connop_core::wire::{self, Answer, ClientConfig, Exchange, Method, Step};
+use connop_core::wire::{self, Answer, ClientConfig, Exchange, Method};
 use futures_lite::io::AsyncReadExt;
 use isahc::HttpClient;
 
@@ -81,31 +81,20 @@ impl AsyncHttpToolGateway {
         }
         Ok(to_wire(&response, body))
     }
-
-    /// Runs one gateway call to its end (pages, the one retry).
-    pub async fn exchange(&self, call: &GatewayCall) -> Result<GatewayReply, GatewayError> {
-        self.drive(Exchange::start(&self.config, call)).await
-    }
-
-    async fn drive(&self, mut step: Step) -> Result<GatewayReply, GatewayError> {
-        loop {
-            match step {
-                Step::Send(pending) => {
-                    let answer = self.send(pending.request()).await;
-                    step = pending.receive(answer);
-                }
-                Step::Done(result) => return result,
-            }
-        }
-    }
 }
 
 impl AsyncToolGateway for AsyncHttpToolGateway {
+    /// Runs the call's [`Exchange`] to its end (pages, the one retry), sending each request
+    /// with [`send`](AsyncHttpToolGateway::send).
     fn call<'a>(
         &'a self,
         call: &'a GatewayCall,
     ) -> BoxFuture<'a, Result<GatewayReply, GatewayError>> {
-        Box::pin(self.exchange(call))
+        Box::pin(Exchange::run_async(
+            &self.config,
+            call,
+            move |request| async move { self.send(&request).await },
+        ))
     }
 }
 

@@ -5,6 +5,7 @@
 use crate::operation::TransitionError;
 
 /// Caller misuse: the input was refused and nothing changed.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CallerError {
     /// A move the transition table does not allow, or an unknown target.

@@ -6,15 +6,21 @@
 //! once** and the tool call returns a frozen result.
 //!
 //! This crate does no I/O: no clock, no thread, no socket, no file, no random source. A
-//! [`Flow`] consumes inputs (`handle_*(…, now)`: registry and gateway answers, card answers,
-//! timers, interrupts) and produces [`Effect`]s (register, call the gateway, emit an event,
-//! close, return) that a runtime executes. Time and randomness are parameters.
+//! [`Flow`] consumes [`Input`]s through [`Flow::handle_input`] (registry and gateway answers,
+//! card answers, Continue, timers, interrupts, the operation handle's moves), each with `now`,
+//! and produces [`Effect`]s (register, call the gateway, emit an event, close, return) that a
+//! runtime executes. Time and randomness are parameters.
 //!
 //! ## The drive loop
 //!
-//! Feed an input with `now`; drain [`Flow::poll_effect`] and execute each effect; sleep until
-//! [`Flow::poll_timeout`] or the next input, whichever comes first. Here the "runtime" is a
-//! virtual clock and a gateway that finds each account active on its second read:
+//! **After every input, drain [`Flow::poll_effect`] to `None`, then ask
+//! [`Flow::poll_timeout`].** Execute each effect in the order it comes (executing one may feed
+//! a new input: keep draining); then sleep until the wake-up it names or the next input,
+//! whichever comes first. The order of an input's effects is part of the contract (the
+//! registry entry closes before the settle frame, which goes before the result), a settle
+//! withdraws the calls still queued, and the wake-up is right only once every effect so far
+//! has been taken. Here the "runtime" is a virtual clock and a gateway that finds each account
+//! active on its second read:
 //!
 //! ```
 //! use connop_core::prelude::*;
@@ -55,24 +61,32 @@
 //! let (mut reads, mut result, mut events) = (0, None, Vec::new());
 //!
 //! loop {
+//!     // Drain after every input: executing an effect may feed the next input at once.
 //!     while let Some(effect) = flow.poll_effect() {
-//!         match effect {
-//!             Effect::Register { .. } => flow.handle_registered(Ok(()), now),
+//!         let input = match effect {
+//!             Effect::Register { .. } => Input::Registered(Ok(())),
 //!             Effect::Call { id, call } => {
-//!                 let answer = gateway(&call, &mut reads);
-//!                 flow.handle_gateway(id, answer, now).expect("replies match their calls");
+//!                 let result = gateway(&call, &mut reads);
+//!                 Input::Gateway { id, result }
 //!             }
-//!             Effect::Emit(event) => events.push(event.name()),
-//!             Effect::Close { .. } => {}
-//!             Effect::Return(tool_result) => result = Some(tool_result),
-//!         }
+//!             Effect::Emit(event) => {
+//!                 events.push(event.name());
+//!                 continue;
+//!             }
+//!             Effect::Return(tool_result) => {
+//!                 result = Some(tool_result);
+//!                 continue;
+//!             }
+//!             _ => continue, // Close: this runtime keeps no registry
+//!         };
+//!         flow.handle_input(input, now).expect("replies match their calls");
 //!     }
 //!     if flow.is_done() {
 //!         break;
 //!     }
 //!     let wake = flow.poll_timeout().expect("an open operation always has a deadline");
 //!     now = wake.at; // a real runtime sleeps until then, or until the next input
-//!     flow.handle_timeout(now);
+//!     flow.handle_input(Input::Timeout, now).expect("a timer is always taken");
 //! }
 //!
 //! let result = result.expect("every flow returns once").to_value();
@@ -89,7 +103,7 @@
 //! - [`flow`]: the managed flow: prepare, watcher, card answers, Continue, interrupt, deadline.
 //! - [`tool`]: argument validation, the pinned texts, the status rendering.
 //! - [`card`]: card answers. [`registry`]: one open operation per session.
-//! - [`gateway`]: the tool gateway's calls, replies and errors as data, and the gateway traits.
+//! - [`tool_gateway`]: the tool gateway's calls, replies and errors as data, and its traits.
 //! - [`rpc`]: the gateway protocol (JSON-RPC lines, checks in order, error objects).
 //! - [`run`]: the run lifecycle of an agent turn over HTTP (first terminal status wins).
 //! - [`wire`]: the tool-gateway HTTP API as a sans-IO exchange (requests out, responses in).
@@ -113,7 +127,7 @@ pub mod wire;
 pub use card::{CardAnswer, CardReply};
 pub use contract::{Actor, Kind, SettleReason, TargetAction, TargetState};
 pub use error::CallerError;
-pub use flow::{Effect, Event, Flow, FlowConfig, Path, Surface, Wake, WakeReason};
+pub use flow::{Effect, Event, Flow, FlowConfig, Handled, Input, Path, Surface, Wake, WakeReason};
 pub use operation::{ChangeRecord, OpId, Operation, Patch, Target, Text, TransitionError};
 pub use registry::{Registry, RegistryEntry, RegistryKey};
 pub use time::Timestamp;
@@ -125,7 +139,9 @@ pub mod prelude {
     pub use crate::card::{CardAnswer, CardReply};
     pub use crate::contract::{Actor, SettleReason, TargetState};
     pub use crate::error::CallerError;
-    pub use crate::flow::{Effect, Event, Flow, FlowConfig, Path, Surface, Wake, WakeReason};
+    pub use crate::flow::{
+        Effect, Event, Flow, FlowConfig, Handled, Input, Path, Surface, Wake, WakeReason,
+    };
     pub use crate::operation::{OpId, Patch, Text};
     pub use crate::registry::{Registry, RegistryEntry, RegistryKey};
     pub use crate::time::Timestamp;

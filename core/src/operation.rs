@@ -285,16 +285,19 @@ impl Operation {
     }
 
     /// At least one target, and every target resolved.
+    #[must_use]
     pub fn all_resolved(&self) -> bool {
         !self.rows.is_empty() && self.rows.iter().all(|r| r.state.is_resolved())
     }
 
     /// The frozen outcome, once settled.
+    #[must_use]
     pub fn settlement(&self) -> Option<&Settlement> {
         self.settlement.as_ref()
     }
 
     /// Whether settle has happened.
+    #[must_use]
     pub fn is_settled(&self) -> bool {
         self.settlement.is_some()
     }

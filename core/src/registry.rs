@@ -68,11 +68,13 @@ impl<H: RegistryEntry> Registry<H> {
     }
 
     /// The unsettled operation under `key`, if any.
+    #[must_use]
     pub fn current(&self, key: &RegistryKey) -> Option<&H> {
         self.entries.get(key).filter(|h| !h.is_settled())
     }
 
     /// The operation under `key` with that id, settled or not.
+    #[must_use]
     pub fn get(&self, key: &RegistryKey, op_id: OpId) -> Option<&H> {
         self.entries.get(key).filter(|h| h.op_id() == op_id)
     }

@@ -314,11 +314,42 @@ impl GatewayReply {
             GatewayReply::Account(_) => "account",
         }
     }
+
+    /// The rows of a list reply. A reply of another kind is the gateway's fault (or its
+    /// client's): an invalid response.
+    pub fn into_connectors(self) -> Result<Vec<ConnectorRow>, GatewayError> {
+        match self {
+            GatewayReply::Connectors(rows) => Ok(rows),
+            other => Err(other.mismatch("list")),
+        }
+    }
+
+    /// The rows of a mint reply; another kind is an invalid response.
+    pub fn into_minted(self) -> Result<Vec<MintRow>, GatewayError> {
+        match self {
+            GatewayReply::Minted(rows) => Ok(rows),
+            other => Err(other.mismatch("mint")),
+        }
+    }
+
+    /// The account of an account reply (`None`: not known yet); another kind is an invalid
+    /// response.
+    pub fn into_account(self) -> Result<Option<Account>, GatewayError> {
+        match self {
+            GatewayReply::Account(account) => Ok(account),
+            other => Err(other.mismatch("account")),
+        }
+    }
+
+    fn mismatch(&self, route: &str) -> GatewayError {
+        GatewayError::invalid(format!("a {} answer to a {route} call", self.kind()))
+    }
 }
 
 /// Why a gateway call failed. The gateway (or the way to it) is to blame, never the caller.
 ///
 /// The `Display` text is the `<reason>` in SPEC §5.4's error message.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum GatewayError {
     /// An external gateway with no token: refused without sending.
@@ -372,75 +403,25 @@ impl GatewayError {
 /// A future returned by an [`AsyncToolGateway`].
 pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
-/// The tool gateway for blocking hosts: the three routes of SPEC §6. The fixtures' scripted
-/// gateway and the blocking HTTP client both implement it; the core never calls it.
+/// The tool gateway for blocking hosts. One method: every route of SPEC §6 is a
+/// [`GatewayCall`], exactly what a flow's [`Effect::Call`](crate::flow::Effect::Call) asks
+/// for, so a runtime passes its effects through and a fake answers them in one place. The
+/// fixtures' scripted gateway and the blocking HTTP client implement it; the core never calls
+/// it. [`GatewayReply::into_connectors`] and its siblings unwrap a reply of a known kind.
 pub trait BlockingToolGateway: Send + Sync {
-    /// The connector list, all pages.
-    fn list(&self, timeout: Option<Duration>) -> Result<Vec<ConnectorRow>, GatewayError>;
-    /// One mint for every connector of the request. Never retried.
-    fn mint(&self, request: &MintRequest) -> Result<Vec<MintRow>, GatewayError>;
-    /// One account; `Ok(None)` is a 404 (not known yet).
-    fn account(
-        &self,
-        connection_id: &str,
-        timeout: Duration,
-    ) -> Result<Option<Account>, GatewayError>;
-
-    /// Runs a [`GatewayCall`] effect.
-    fn call(&self, call: &GatewayCall) -> Result<GatewayReply, GatewayError> {
-        match call {
-            GatewayCall::List { timeout } => self.list(*timeout).map(GatewayReply::Connectors),
-            GatewayCall::Mint(request) => self.mint(request).map(GatewayReply::Minted),
-            GatewayCall::Account {
-                connection_id,
-                timeout,
-            } => self
-                .account(connection_id, *timeout)
-                .map(GatewayReply::Account),
-        }
-    }
+    /// Runs one call to its end (every list page; the one retry of a read, never of the mint)
+    /// and answers the reply of the call's kind: rows for a list, rows for a mint, the
+    /// account (or `None` for a 404) for an account read.
+    fn call(&self, call: &GatewayCall) -> Result<GatewayReply, GatewayError>;
 }
 
-/// The tool gateway for async hosts. Same routes as [`BlockingToolGateway`].
+/// The tool gateway for async hosts: the same one method as [`BlockingToolGateway`].
 pub trait AsyncToolGateway: Send + Sync {
-    /// The connector list, all pages.
-    fn list(
-        &self,
-        timeout: Option<Duration>,
-    ) -> BoxFuture<'_, Result<Vec<ConnectorRow>, GatewayError>>;
-    /// One mint for every connector of the request. Never retried.
-    fn mint<'a>(
-        &'a self,
-        request: &'a MintRequest,
-    ) -> BoxFuture<'a, Result<Vec<MintRow>, GatewayError>>;
-    /// One account; `Ok(None)` is a 404 (not known yet).
-    fn account<'a>(
-        &'a self,
-        connection_id: &'a str,
-        timeout: Duration,
-    ) -> BoxFuture<'a, Result<Option<Account>, GatewayError>>;
-
-    /// Runs a [`GatewayCall`] effect.
+    /// Runs one call to its end; see [`BlockingToolGateway::call`].
     fn call<'a>(
         &'a self,
         call: &'a GatewayCall,
-    ) -> BoxFuture<'a, Result<GatewayReply, GatewayError>> {
-        Box::pin(async move {
-            match call {
-                GatewayCall::List { timeout } => {
-                    self.list(*timeout).await.map(GatewayReply::Connectors)
-                }
-                GatewayCall::Mint(request) => self.mint(request).await.map(GatewayReply::Minted),
-                GatewayCall::Account {
-                    connection_id,
-                    timeout,
-                } => self
-                    .account(connection_id, *timeout)
-                    .await
-                    .map(GatewayReply::Account),
-            }
-        })
-    }
+    ) -> BoxFuture<'a, Result<GatewayReply, GatewayError>>;
 }
 
 #[cfg(test)]
@@ -471,6 +452,26 @@ mod tests {
         let acc = Account::from_json(&acc).unwrap();
         assert_eq!(acc.status, AccountStatus::Expired);
         assert_eq!(acc.status_reason, None);
+    }
+
+    #[test]
+    fn a_reply_unwraps_to_its_own_kind_only() {
+        let rows = vec![ConnectorRow::new("gmail", true, false)];
+        let list = GatewayReply::Connectors(rows.clone());
+        assert_eq!(list.clone().into_connectors(), Ok(rows));
+        assert_eq!(
+            list.clone().into_minted(),
+            Err(GatewayError::invalid("a list answer to a mint call"))
+        );
+        assert!(matches!(
+            list.into_account(),
+            Err(GatewayError::InvalidResponse(_))
+        ));
+        assert_eq!(GatewayReply::Account(None).into_account(), Ok(None));
+        assert_eq!(
+            GatewayReply::Minted(Vec::new()).into_minted(),
+            Ok(Vec::new())
+        );
     }
 
     #[test]

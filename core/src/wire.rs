@@ -1,27 +1,28 @@
 //! The tool-gateway HTTP API of SPEC §6 as a sans-IO exchange.
 //!
 //! Every rule of the API (routes, headers, pagination, status mapping, the one retry, the
-//! timeouts) is decided here, once, so that the blocking and the async clients are thin loops
-//! that only move bytes and cannot disagree. An [`Exchange`] runs one [`GatewayCall`]: it
-//! yields a [`Request`] to send, takes the [`Response`] (or a [`TransportError`]) back, and
-//! ends with the call's `Result<GatewayReply, GatewayError>`.
+//! timeouts) is decided here, once, so that the blocking and the async clients only move
+//! bytes and cannot disagree. An [`Exchange`] runs one [`GatewayCall`]: it yields a
+//! [`Request`] to send, takes the [`Response`] (or a [`TransportError`]) back, and ends with
+//! the call's `Result<GatewayReply, GatewayError>`. [`Exchange::run`] (a blocking `send`) and
+//! [`Exchange::run_async`] (an async one) are that loop, written once for each kind of client.
 //!
 //! ```
 //! use connop_core::tool_gateway::{GatewayCall, GatewayReply};
-//! use connop_core::wire::{ClientConfig, Exchange, Response, Step};
+//! use connop_core::wire::{ClientConfig, Exchange, Response, ExchangeStep};
 //!
 //! let config = ClientConfig::new("http://127.0.0.1:8080/", Some("t0k".into()));
 //! let call = GatewayCall::List { timeout: None };
 //! let mut step = Exchange::start(&config, &call);
 //! let result = loop {
 //!     match step {
-//!         Step::Send(pending) => {
-//!             assert_eq!(pending.request().url, "http://127.0.0.1:8080/v1/connectors?limit=50");
+//!         ExchangeStep::Send(in_flight) => {
+//!             assert_eq!(in_flight.request().url, "http://127.0.0.1:8080/v1/connectors?limit=50");
 //!             // A real client sends the request here.
 //!             let body = br#"{"items": [{"connector": "gmail", "enabled": true}], "nextCursor": null}"#;
-//!             step = pending.receive(Ok(Response::new(200, body.to_vec())));
+//!             step = in_flight.receive(Ok(Response::new(200, body.to_vec())));
 //!         }
-//!         Step::Done(result) => break result,
+//!         ExchangeStep::Done(result) => break result,
 //!     }
 //! };
 //! let Ok(GatewayReply::Connectors(rows)) = result else { panic!("a list answers rows") };
@@ -211,6 +212,7 @@ impl Response {
 }
 
 /// A request that got no HTTP answer. Both kinds are retried once (not for the mint).
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TransportError {
     /// Connect refused, reset, DNS, TLS…: the client's own description.
@@ -223,24 +225,26 @@ pub enum TransportError {
 pub type Answer = Result<Response, TransportError>;
 
 /// What to do next in an exchange.
+#[must_use = "an exchange goes on only when its request is sent and answered"]
 #[derive(Debug)]
-pub enum Step {
-    /// Send this request, then feed its answer to [`Pending::receive`].
-    Send(Pending),
+pub enum ExchangeStep {
+    /// Send this request, then feed its answer to [`InFlight::receive`].
+    Send(InFlight),
     /// The call is over.
     Done(Result<GatewayReply, GatewayError>),
 }
 
 /// An exchange waiting for the answer to one request. Consuming it on receive makes it
 /// impossible to feed two answers to one request or to skip one.
+#[must_use = "an exchange goes on only when this request is answered"]
 #[derive(Debug)]
-pub struct Pending {
+pub struct InFlight {
     exchange: Exchange,
     request: Request,
     retried: bool,
 }
 
-impl Pending {
+impl InFlight {
     /// The request to send.
     pub fn request(&self) -> &Request {
         &self.request
@@ -252,8 +256,8 @@ impl Pending {
     }
 
     /// Feeds the request's answer; yields the next request or the call's result.
-    pub fn receive(self, answer: Answer) -> Step {
-        let Pending {
+    pub fn receive(self, answer: Answer) -> ExchangeStep {
+        let InFlight {
             mut exchange,
             request,
             retried,
@@ -268,15 +272,15 @@ impl Pending {
         };
         match outcome {
             Ok(Next::Fetch(next)) => exchange.send(next),
-            Ok(Next::Reply(reply)) => Step::Done(Ok(reply)),
+            Ok(Next::Reply(reply)) => ExchangeStep::Done(Ok(reply)),
             Err(err) if err.is_retryable() && !retried && exchange.retries() => {
-                Step::Send(Pending {
+                ExchangeStep::Send(InFlight {
                     exchange,
                     request,
                     retried: true,
                 })
             }
-            Err(err) => Step::Done(Err(err)),
+            Err(err) => ExchangeStep::Done(Err(err)),
         }
     }
 }
@@ -323,17 +327,44 @@ impl Exchange {
         let mut step = Exchange::start(config, call);
         loop {
             match step {
-                Step::Send(pending) => {
-                    let answer = send(pending.request());
-                    step = pending.receive(answer);
+                ExchangeStep::Send(in_flight) => {
+                    let answer = send(in_flight.request());
+                    step = in_flight.receive(answer);
                 }
-                Step::Done(result) => return result,
+                ExchangeStep::Done(result) => return result,
+            }
+        }
+    }
+
+    /// [`run`](Self::run) with an async `send`: the same loop, awaiting each answer. Still
+    /// pure: it needs no runtime, only what `send` awaits, and it is `Send` when `send`'s
+    /// futures are.
+    ///
+    /// `send` gets its own copy of each request, so the future it returns borrows nothing of
+    /// the exchange: on stable Rust a future that borrows its closure's argument cannot be
+    /// shown to be `Send`, and an async client's calls must be.
+    pub async fn run_async<F>(
+        config: &ClientConfig,
+        call: &GatewayCall,
+        mut send: impl FnMut(Request) -> F,
+    ) -> Result<GatewayReply, GatewayError>
+    where
+        F: std::future::Future<Output = Answer>,
+    {
+        let mut step = Exchange::start(config, call);
+        loop {
+            match step {
+                ExchangeStep::Send(in_flight) => {
+                    let answer = send(in_flight.request().clone()).await;
+                    step = in_flight.receive(answer);
+                }
+                ExchangeStep::Done(result) => return result,
             }
         }
     }
 
     /// Starts any call (what a runtime does with an `Effect::Call`).
-    pub fn start(config: &ClientConfig, call: &GatewayCall) -> Step {
+    pub fn start(config: &ClientConfig, call: &GatewayCall) -> ExchangeStep {
         match call {
             GatewayCall::List { timeout } => Exchange::list(config, *timeout),
             GatewayCall::Mint(request) => Exchange::mint(config, request),
@@ -345,7 +376,7 @@ impl Exchange {
     }
 
     /// Starts a list read: every page, `timeout` per request (`None`: the default).
-    pub fn list(config: &ClientConfig, timeout: Option<Duration>) -> Step {
+    pub fn list(config: &ClientConfig, timeout: Option<Duration>) -> ExchangeStep {
         let route = Route::List {
             items: Vec::new(),
             pages: 0,
@@ -356,7 +387,7 @@ impl Exchange {
 
     /// Starts a mint, with the default timeout. It is sent once whatever happens: the gateway
     /// cannot de-duplicate authorization starts.
-    pub fn mint(config: &ClientConfig, request: &MintRequest) -> Step {
+    pub fn mint(config: &ClientConfig, request: &MintRequest) -> ExchangeStep {
         let mut body = serde_json::Map::new();
         let connectors = request
             .connectors
@@ -379,7 +410,7 @@ impl Exchange {
     }
 
     /// Starts an account read with the watcher's timeout.
-    pub fn account(config: &ClientConfig, connection_id: &str, timeout: Duration) -> Step {
+    pub fn account(config: &ClientConfig, connection_id: &str, timeout: Duration) -> ExchangeStep {
         Exchange::begin(config, Route::Account, timeout, |ex| {
             let url = format!(
                 "{}/v1/connectors/accounts/{}",
@@ -395,9 +426,9 @@ impl Exchange {
         route: Route,
         timeout: Duration,
         first: impl FnOnce(&Exchange) -> Request,
-    ) -> Step {
+    ) -> ExchangeStep {
         let Some(token) = config.token() else {
-            return Step::Done(Err(GatewayError::MissingToken));
+            return ExchangeStep::Done(Err(GatewayError::MissingToken));
         };
         let exchange = Exchange {
             route,
@@ -410,8 +441,8 @@ impl Exchange {
         exchange.send(request)
     }
 
-    fn send(self, request: Request) -> Step {
-        Step::Send(Pending {
+    fn send(self, request: Request) -> ExchangeStep {
+        ExchangeStep::Send(InFlight {
             exchange: self,
             request,
             retried: false,
@@ -809,7 +840,8 @@ mod tests {
             // A hand-built config with an empty token is refused too.
             let mut config = config;
             config.token = token.map(|_| String::new());
-            let Step::Done(Err(GatewayError::MissingToken)) = Exchange::start(&config, &list())
+            let ExchangeStep::Done(Err(GatewayError::MissingToken)) =
+                Exchange::start(&config, &list())
             else {
                 panic!("an empty token must not be sent");
             };
@@ -1056,15 +1088,15 @@ mod tests {
 
     #[test]
     fn a_retry_is_flagged_and_a_timeout_names_its_duration() {
-        let Step::Send(first) = Exchange::start(&config(), &account("ca_1")) else {
+        let ExchangeStep::Send(first) = Exchange::start(&config(), &account("ca_1")) else {
             panic!()
         };
         assert!(!first.is_retry());
-        let Step::Send(second) = first.receive(Err(TransportError::TimedOut)) else {
+        let ExchangeStep::Send(second) = first.receive(Err(TransportError::TimedOut)) else {
             panic!()
         };
         assert!(second.is_retry());
-        let Step::Done(Err(GatewayError::Transport(reason))) =
+        let ExchangeStep::Done(Err(GatewayError::Transport(reason))) =
             second.receive(Err(TransportError::TimedOut))
         else {
             panic!()
@@ -1217,14 +1249,63 @@ mod tests {
         assert_eq!(config.unwrap().token, None);
     }
 
+    /// Polls a future that never waits (its `send` answers at once) to its end, with no
+    /// runtime: the async loop must not need one.
+    fn ready<F: std::future::Future>(future: F) -> F::Output {
+        let mut future = std::pin::pin!(future);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match future.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(output) => output,
+            std::task::Poll::Pending => panic!("nothing here waits"),
+        }
+    }
+
+    #[test]
+    fn the_async_loop_sends_and_answers_as_the_blocking_one() {
+        let scripts: Vec<(GatewayCall, Vec<Answer>)> = vec![
+            (
+                list(),
+                vec![
+                    ok(json!({"items": [row("gmail")], "nextCursor": "p2"})),
+                    status(500),
+                    ok(json!({"items": [row("notion")], "nextCursor": null})),
+                ],
+            ),
+            (mint(&["gmail"]), vec![failed()]),
+            (account("ca_1"), vec![status(404)]),
+            (
+                account("ca_1"),
+                vec![failed(), ok(account_body("ca_1", "active"))],
+            ),
+        ];
+        for (call, answers) in scripts {
+            let (blocking, sent) = drive(&config(), &call, answers.clone());
+            let mut queue = VecDeque::from(answers);
+            let mut sent_async = Vec::new();
+            let result = ready(Exchange::run_async(&config(), &call, |request| {
+                sent_async.push(request);
+                std::future::ready(queue.pop_front().expect("no more requests than scripted"))
+            }));
+            assert_eq!(result, blocking, "{}", call.route());
+            assert_eq!(sent_async, sent, "{}", call.route());
+            assert!(queue.is_empty());
+        }
+        // No token: refused without sending, like the blocking loop.
+        let refused = ClientConfig::new(BASE, None);
+        let result = ready(Exchange::run_async(&refused, &list(), |_| async {
+            panic!("nothing is sent without a token")
+        }));
+        assert_eq!(result, Err(GatewayError::MissingToken));
+    }
+
     #[test]
     fn debug_output_never_shows_the_token() {
         let config = config();
         assert!(!format!("{config:?}").contains("s3cret"));
-        let Step::Send(pending) = Exchange::start(&config, &list()) else {
+        let ExchangeStep::Send(in_flight) = Exchange::start(&config, &list()) else {
             panic!()
         };
-        let text = format!("{pending:?}");
+        let text = format!("{in_flight:?}");
         assert!(!text.contains("s3cret"), "{text}");
         assert!(text.contains("v1/connectors"));
     }

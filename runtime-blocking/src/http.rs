@@ -4,15 +4,11 @@
 //! each request the exchange yields with isahc and feeds the answer back. The isahc helpers
 //! here are public so the async client sends exactly the same requests.
 
-use connop_core::tool_gateway::{
-    Account, BlockingToolGateway, ConnectorRow, GatewayCall, GatewayError, GatewayReply,
-    MintRequest, MintRow,
-};
+use connop_core::tool_gateway::{BlockingToolGateway, GatewayCall, GatewayError, GatewayReply};
 use connop_core::wire::{self, Answer, ClientConfig, Exchange, Method, TransportError};
 use isahc::HttpClient;
 use isahc::config::Configurable;
 use std::io::Read;
-use std::time::Duration;
 
 /// The largest answer body read. A tool-gateway answer is a few KiB (a list page holds at most
 /// 50 rows); past this the transfer is abandoned, so a gateway cannot make the client buffer
@@ -164,57 +160,13 @@ impl HttpToolGateway {
         }
         Ok(to_wire(&response, body))
     }
-
-    /// Runs one gateway call to its end (pages, the one retry).
-    pub fn exchange(&self, call: &GatewayCall) -> Result<GatewayReply, GatewayError> {
-        self.drive(Exchange::start(&self.config, call))
-    }
-
-    fn drive(&self, mut step: wire::Step) -> Result<GatewayReply, GatewayError> {
-        loop {
-            match step {
-                wire::Step::Send(pending) => {
-                    let answer = self.send(pending.request());
-                    step = pending.receive(answer);
-                }
-                wire::Step::Done(result) => return result,
-            }
-        }
-    }
-}
-
-fn mismatch(route: &str, reply: &GatewayReply) -> GatewayError {
-    GatewayError::invalid(format!("a {} answer to a {route} call", reply.kind()))
 }
 
 impl BlockingToolGateway for HttpToolGateway {
-    fn list(&self, timeout: Option<Duration>) -> Result<Vec<ConnectorRow>, GatewayError> {
-        match self.drive(Exchange::list(&self.config, timeout))? {
-            GatewayReply::Connectors(rows) => Ok(rows),
-            other => Err(mismatch("list", &other)),
-        }
-    }
-
-    fn mint(&self, request: &MintRequest) -> Result<Vec<MintRow>, GatewayError> {
-        match self.drive(Exchange::mint(&self.config, request))? {
-            GatewayReply::Minted(rows) => Ok(rows),
-            other => Err(mismatch("mint", &other)),
-        }
-    }
-
-    fn account(
-        &self,
-        connection_id: &str,
-        timeout: Duration,
-    ) -> Result<Option<Account>, GatewayError> {
-        match self.drive(Exchange::account(&self.config, connection_id, timeout))? {
-            GatewayReply::Account(account) => Ok(account),
-            other => Err(mismatch("account", &other)),
-        }
-    }
-
+    /// Runs the call's [`Exchange`] to its end (pages, the one retry), sending each request
+    /// with [`send`](HttpToolGateway::send).
     fn call(&self, call: &GatewayCall) -> Result<GatewayReply, GatewayError> {
-        self.exchange(call)
+        Exchange::run(&self.config, call, |request| self.send(request))
     }
 }
 

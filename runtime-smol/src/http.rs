@@ -9,13 +9,11 @@ use connop_blocking::http::{
     transport_error,
 };
 use connop_core::tool_gateway::{
-    Account, AsyncToolGateway, BoxFuture, ConnectorRow, GatewayCall, GatewayError, GatewayReply,
-    MintRequest, MintRow,
+    AsyncToolGateway, BoxFuture, GatewayCall, GatewayError, GatewayReply,
 };
-use connop_core::wire::{self, Answer, ClientConfig, Exchange, Method, Step};
+use connop_core::wire::{self, Answer, ClientConfig, Exchange, Method};
 use futures_lite::io::AsyncReadExt;
 use isahc::HttpClient;
-use std::time::Duration;
 
 /// The tool gateway over HTTP for async hosts. One isahc client per gateway, so connections
 /// are reused across calls and across concurrent operations — except by the mint.
@@ -83,73 +81,20 @@ impl AsyncHttpToolGateway {
         }
         Ok(to_wire(&response, body))
     }
-
-    /// Runs one gateway call to its end (pages, the one retry).
-    pub async fn exchange(&self, call: &GatewayCall) -> Result<GatewayReply, GatewayError> {
-        self.drive(Exchange::start(&self.config, call)).await
-    }
-
-    async fn drive(&self, mut step: Step) -> Result<GatewayReply, GatewayError> {
-        loop {
-            match step {
-                Step::Send(pending) => {
-                    let answer = self.send(pending.request()).await;
-                    step = pending.receive(answer);
-                }
-                Step::Done(result) => return result,
-            }
-        }
-    }
-}
-
-fn mismatch(route: &str, reply: &GatewayReply) -> GatewayError {
-    GatewayError::invalid(format!("a {} answer to a {route} call", reply.kind()))
 }
 
 impl AsyncToolGateway for AsyncHttpToolGateway {
-    fn list(
-        &self,
-        timeout: Option<Duration>,
-    ) -> BoxFuture<'_, Result<Vec<ConnectorRow>, GatewayError>> {
-        Box::pin(async move {
-            match self.drive(Exchange::list(&self.config, timeout)).await? {
-                GatewayReply::Connectors(rows) => Ok(rows),
-                other => Err(mismatch("list", &other)),
-            }
-        })
-    }
-
-    fn mint<'a>(
-        &'a self,
-        request: &'a MintRequest,
-    ) -> BoxFuture<'a, Result<Vec<MintRow>, GatewayError>> {
-        Box::pin(async move {
-            match self.drive(Exchange::mint(&self.config, request)).await? {
-                GatewayReply::Minted(rows) => Ok(rows),
-                other => Err(mismatch("mint", &other)),
-            }
-        })
-    }
-
-    fn account<'a>(
-        &'a self,
-        connection_id: &'a str,
-        timeout: Duration,
-    ) -> BoxFuture<'a, Result<Option<Account>, GatewayError>> {
-        Box::pin(async move {
-            let step = Exchange::account(&self.config, connection_id, timeout);
-            match self.drive(step).await? {
-                GatewayReply::Account(account) => Ok(account),
-                other => Err(mismatch("account", &other)),
-            }
-        })
-    }
-
+    /// Runs the call's [`Exchange`] to its end (pages, the one retry), sending each request
+    /// with [`send`](AsyncHttpToolGateway::send).
     fn call<'a>(
         &'a self,
         call: &'a GatewayCall,
     ) -> BoxFuture<'a, Result<GatewayReply, GatewayError>> {
-        Box::pin(self.exchange(call))
+        Box::pin(Exchange::run_async(
+            &self.config,
+            call,
+            move |request| async move { self.send(&request).await },
+        ))
     }
 }
 
@@ -160,6 +105,14 @@ mod tests {
     use connop_fixtures::canned::{Canned, Server, mint_request, reply};
     use serde_json::json;
     use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    fn mint(gateway: &AsyncHttpToolGateway) -> BoxFuture<'_, Result<GatewayReply, GatewayError>> {
+        Box::pin(async move {
+            let call = GatewayCall::Mint(Box::new(mint_request()));
+            gateway.call(&call).await
+        })
+    }
 
     #[test]
     fn a_pending_request_does_not_block_the_executor() {
@@ -174,16 +127,16 @@ mod tests {
         let fast_done = AtomicBool::new(false);
         let (slow_result, fast_result) = smol::block_on(futures_lite::future::zip(
             async {
-                let result = slow_gateway.mint(&mint_request()).await;
+                let result = mint(&slow_gateway).await;
                 (result, fast_done.load(Ordering::SeqCst))
             },
             async {
-                let result = fast_gateway.mint(&mint_request()).await;
+                let result = mint(&fast_gateway).await;
                 fast_done.store(true, Ordering::SeqCst);
                 result
             },
         ));
-        assert_eq!(fast_result, Ok(Vec::new()));
+        assert_eq!(fast_result, Ok(GatewayReply::Minted(Vec::new())));
         assert!(matches!(slow_result.0, Err(GatewayError::Transport(_))));
         assert!(
             slow_result.1,

@@ -1,14 +1,14 @@
 //! Shared helpers of connop's cross-crate tests.
 
-use connop_fixtures::Outcome;
+use connop_fixtures::SimReport;
 
 /// Fails with the effect log when the simulation saw a broken invariant of SPEC §10.
-pub fn assert_clean(outcome: &Outcome) {
+pub fn assert_clean(report: &SimReport) {
     assert!(
-        outcome.violations.is_empty(),
+        report.violations.is_empty(),
         "invariants broken: {:#?}\n--- log ---\n{}",
-        outcome.violations,
-        outcome.log.render()
+        report.violations,
+        report.log.render()
     );
 }
 

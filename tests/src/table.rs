@@ -10,7 +10,7 @@
 
 use connop_blocking::{Interrupt, OpHandle, SharedRegistry, ToolContext};
 use connop_core::contract::{Actor, SettleReason, TargetState};
-use connop_core::flow::{Event, Surface};
+use connop_core::flow::{Event, Input, Surface};
 use connop_core::operation::{OpId, Patch};
 use connop_core::payload::{CardRequest, OperationView, UpdateFrame};
 use connop_core::tool_gateway::{
@@ -19,7 +19,7 @@ use connop_core::tool_gateway::{
 };
 use connop_fixtures::auto_clock::AutoClock;
 use connop_fixtures::{
-    Action, CallHook, Latency, MintLog, SIM_EPOCH, ScriptedToolGateway, Sim, SimEntry, Step,
+    CallHook, Latency, MintLog, SIM_EPOCH, ScriptedRead, ScriptedToolGateway, Sim, SimEntry,
 };
 use serde_json::{Value, json};
 use std::cell::RefCell;
@@ -266,16 +266,17 @@ fn play_sim(scenario: &Scenario) -> Played {
         }
         Card::SkipNotionFromAnotherThread => {
             sim = sim.on_card(|_, ctl| {
-                let skip = Action::Transition {
+                let skip = Input::Transition {
                     name: "notion".into(),
                     to: TargetState::Skipped,
                     actor: Actor::User,
+                    patch: Patch::default(),
                 };
                 ctl.after(Duration::ZERO, skip);
             });
         }
         Card::InterruptFromAnotherThread => {
-            sim = sim.on_card(|_, ctl| ctl.after(Duration::ZERO, Action::Interrupt));
+            sim = sim.on_card(|_, ctl| ctl.after(Duration::ZERO, Input::Interrupt));
         }
         Card::ContinueDuringRead => {
             // The read is in flight for 5 ms; the settle lands while it is.
@@ -287,7 +288,7 @@ fn play_sim(scenario: &Scenario) -> Played {
                 })
                 .on_call(move |call, ctl| {
                     if call.route() == "account" && !fired.replace(true) {
-                        ctl.after(Duration::ZERO, Action::Settle(SettleReason::Continue));
+                        ctl.after(Duration::ZERO, Input::Settle(SettleReason::Continue));
                     }
                 });
         }
@@ -381,6 +382,7 @@ fn play_runtime(scenario: &Scenario, smol: bool, backend: &dyn Backend) -> Playe
                 }
             }
             Event::Update(frame) => frames.lock().unwrap().push((**frame).clone()),
+            _ => {}
         }
     };
 
@@ -529,59 +531,12 @@ fn hooked_async(
 }
 
 impl BlockingToolGateway for Hooked<dyn BlockingToolGateway> {
-    fn list(
-        &self,
-        timeout: Option<Duration>,
-    ) -> Result<Vec<connop_core::tool_gateway::ConnectorRow>, GatewayError> {
-        self.inner.list(timeout)
-    }
-    fn mint(
-        &self,
-        request: &connop_core::tool_gateway::MintRequest,
-    ) -> Result<Vec<connop_core::tool_gateway::MintRow>, GatewayError> {
-        self.inner.mint(request)
-    }
-    fn account(
-        &self,
-        connection_id: &str,
-        timeout: Duration,
-    ) -> Result<Option<connop_core::tool_gateway::Account>, GatewayError> {
-        self.inner.account(connection_id, timeout)
-    }
     fn call(&self, call: &GatewayCall) -> Result<GatewayReply, GatewayError> {
         (self.hook)(call, self.inner.call(call))
     }
 }
 
 impl AsyncToolGateway for Hooked<dyn AsyncToolGateway> {
-    fn list(
-        &self,
-        timeout: Option<Duration>,
-    ) -> connop_core::tool_gateway::BoxFuture<
-        '_,
-        Result<Vec<connop_core::tool_gateway::ConnectorRow>, GatewayError>,
-    > {
-        self.inner.list(timeout)
-    }
-    fn mint<'a>(
-        &'a self,
-        request: &'a connop_core::tool_gateway::MintRequest,
-    ) -> connop_core::tool_gateway::BoxFuture<
-        'a,
-        Result<Vec<connop_core::tool_gateway::MintRow>, GatewayError>,
-    > {
-        self.inner.mint(request)
-    }
-    fn account<'a>(
-        &'a self,
-        connection_id: &'a str,
-        timeout: Duration,
-    ) -> connop_core::tool_gateway::BoxFuture<
-        'a,
-        Result<Option<connop_core::tool_gateway::Account>, GatewayError>,
-    > {
-        self.inner.account(connection_id, timeout)
-    }
     fn call<'a>(
         &'a self,
         call: &'a GatewayCall,
@@ -850,7 +805,7 @@ pub fn seed_001() -> Vec<Scenario> {
         .tick(0.01),
         Scenario::new(
             "test_continue_during_a_connected_read_keeps_the_settled_result",
-            gw().script("gmail", vec![Step::Status(AccountStatus::Active)]),
+            gw().script("gmail", vec![ScriptedRead::Status(AccountStatus::Active)]),
             connect(&["gmail"]),
             |p| {
                 assert!(p.result.get("error").is_none());
@@ -957,9 +912,6 @@ impl Backend for InProcess {
     }
 }
 
-/// A scripted step, re-exported for table users.
-pub type ScriptStep = Step;
-
 /// The simulated tool gateway over real loopback HTTP, reached through the isahc clients.
 pub struct OverHttp {
     server: connop_smol::app::sim_gateway::SimToolGateway,
@@ -1007,14 +959,14 @@ impl OverHttp {
 /// The simulated gateway's `/sim/state` for a scripted world (the seeds' knobs).
 pub fn sim_state(world: &ScriptedToolGateway) -> Value {
     use connop_smol::app::sim_gateway::CATALOG;
-    let step = |s: &Step| match s {
-        Step::Status(status) => json!(status.as_str()),
-        Step::NotFound => json!({"http": 404}),
-        Step::Fail(GatewayError::RateLimited { retry_after }) => {
+    let step = |s: &ScriptedRead| match s {
+        ScriptedRead::Status(status) => json!(status.as_str()),
+        ScriptedRead::NotFound => json!({"http": 404}),
+        ScriptedRead::Fail(GatewayError::RateLimited { retry_after }) => {
             json!({"http": 429, "retry_after_ms": retry_after.as_millis() as u64})
         }
-        Step::Fail(GatewayError::Http { status }) => json!({"http": status}),
-        Step::Fail(_) => json!({"http": 500}),
+        ScriptedRead::Fail(GatewayError::Http { status }) => json!({"http": status}),
+        ScriptedRead::Fail(_) => json!({"http": 500}),
     };
     let mint_entry = |status: MintStatus| {
         let mut entry = json!({

@@ -2,9 +2,10 @@
 //! Each log reads top to bottom as what a runtime would do: register, call, emit, close,
 //! return, with every gateway answer and input at the instant it lands.
 
-use connop_core::flow::Surface;
+use connop_core::card::CardAnswer;
+use connop_core::flow::{Input, Surface};
 use connop_core::tool_gateway::MintStatus;
-use connop_fixtures::{Action, Latency, ScriptedToolGateway, Sim};
+use connop_fixtures::{Latency, ScriptedToolGateway, Sim};
 use connop_tests::assert_clean;
 use serde_json::json;
 use std::time::Duration;
@@ -59,7 +60,12 @@ fn misroute() {
         .listed(Some(&["gmail"]));
     let out = Sim::new(gw)
         .catalog(&["notion"])
-        .on_card(|_, ctl| ctl.after(Duration::from_millis(2_500), Action::skip(&["notion"])))
+        .on_card(|_, ctl| {
+            ctl.after(
+                Duration::from_millis(2_500),
+                Input::CardAnswer(CardAnswer::skip(&["notion"])),
+            )
+        })
         .run(connect(&["gmail", "notion"]));
     assert_clean(&out);
     insta::assert_snapshot!(out.log.render());
@@ -84,7 +90,7 @@ fn continue_race() {
             account: Duration::from_millis(300),
             ..Latency::default()
         })
-        .on_card(|_, ctl| ctl.after(Duration::from_millis(1_400), Action::Continue))
+        .on_card(|_, ctl| ctl.after(Duration::from_millis(1_400), Input::Continue))
         .run(connect(&["gmail", "notion"]));
     assert_clean(&out);
     insta::assert_snapshot!(out.log.render());

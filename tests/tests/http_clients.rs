@@ -37,24 +37,21 @@ impl Client {
     }
 
     fn list(&self) -> Result<Vec<ConnectorRow>, GatewayError> {
-        match self {
-            Client::Blocking(g) => g.list(None),
-            Client::Async(g) => smol::block_on(g.list(None)),
-        }
+        self.call(&GatewayCall::List { timeout: None })
+            .and_then(GatewayReply::into_connectors)
     }
 
     fn mint(&self) -> Result<Vec<MintRow>, GatewayError> {
-        match self {
-            Client::Blocking(g) => g.mint(&mint_request()),
-            Client::Async(g) => smol::block_on(g.mint(&mint_request())),
-        }
+        self.call(&GatewayCall::Mint(Box::new(mint_request())))
+            .and_then(GatewayReply::into_minted)
     }
 
     fn account(&self, id: &str, timeout: Duration) -> Result<Option<Account>, GatewayError> {
-        match self {
-            Client::Blocking(g) => g.account(id, timeout),
-            Client::Async(g) => smol::block_on(g.account(id, timeout)),
-        }
+        let call = GatewayCall::Account {
+            connection_id: id.into(),
+            timeout,
+        };
+        self.call(&call).and_then(GatewayReply::into_account)
     }
 
     fn call(&self, call: &GatewayCall) -> Result<GatewayReply, GatewayError> {

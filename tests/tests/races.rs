@@ -1,9 +1,12 @@
 //! Races as explicit input orders on a virtual clock. A gateway answer arrives `latency`
 //! after its call; an input scheduled inside that window lands while the call is in flight.
 
+use connop_core::card::CardAnswer;
 use connop_core::contract::{Actor, TargetState};
+use connop_core::flow::Input;
+use connop_core::operation::Patch;
 use connop_core::tool_gateway::{AccountStatus, GatewayError};
-use connop_fixtures::{Action, Latency, ScriptedToolGateway, Sim, Step};
+use connop_fixtures::{Latency, ScriptedRead, ScriptedToolGateway, Sim, WorldAction};
 use connop_tests::assert_clean;
 use serde_json::json;
 use std::time::Duration;
@@ -23,10 +26,11 @@ fn slow_reads(ms: u64) -> Latency {
 
 #[test]
 fn continue_while_an_account_read_is_in_flight_wins_and_the_read_is_dropped() {
-    let gw = ScriptedToolGateway::new().script("gmail", vec![Step::Status(AccountStatus::Active)]);
+    let gw = ScriptedToolGateway::new()
+        .script("gmail", vec![ScriptedRead::Status(AccountStatus::Active)]);
     let out = Sim::new(gw)
         .latency(slow_reads(10))
-        .on_card(|_, ctl| ctl.after(MS(5), Action::Continue))
+        .on_card(|_, ctl| ctl.after(MS(5), Input::Continue))
         .run(connect(&["gmail"]));
     assert_clean(&out);
     assert_eq!(out.json()["settled_by"], "continue");
@@ -50,7 +54,7 @@ fn interrupt_while_a_read_is_in_flight_settles_at_once() {
     let out = Sim::new(ScriptedToolGateway::new())
         .tick(5.0)
         .latency(slow_reads(3_000))
-        .on_card(|_, ctl| ctl.after(MS(20), Action::Interrupt))
+        .on_card(|_, ctl| ctl.after(MS(20), Input::Interrupt))
         .run(connect(&["gmail", "notion"]));
     assert_clean(&out);
     assert_eq!(out.json()["settled_by"], "interrupt");
@@ -61,15 +65,17 @@ fn interrupt_while_a_read_is_in_flight_settles_at_once() {
 fn a_connected_read_on_a_row_that_failed_meanwhile_is_dropped() {
     // The read of gmail is in flight; meanwhile the row fails; then the read says active.
     // failed → connected is no edge: the answer is late, not an error.
-    let gw = ScriptedToolGateway::new().script("gmail", vec![Step::Status(AccountStatus::Active)]);
+    let gw = ScriptedToolGateway::new()
+        .script("gmail", vec![ScriptedRead::Status(AccountStatus::Active)]);
     let out = Sim::new(gw)
         .deadline(1.0)
         .latency(slow_reads(10))
         .on_card(|_, ctl| {
-            let fail = Action::Transition {
+            let fail = Input::Transition {
                 name: "gmail".into(),
                 to: TargetState::Failed,
                 actor: Actor::BackendWatcher,
+                patch: Patch::default(),
             };
             ctl.after(MS(5), fail);
         })
@@ -100,9 +106,9 @@ fn a_connected_read_on_a_row_that_failed_meanwhile_is_dropped() {
 fn a_card_answer_after_settle_moves_nothing_and_reports_settled() {
     let out = Sim::new(ScriptedToolGateway::new())
         .on_card(|_, ctl| {
-            ctl.after(MS(5), Action::Continue);
-            ctl.after(MS(6), Action::skip(&["gmail"]));
-            ctl.after(MS(7), Action::Interrupt);
+            ctl.after(MS(5), Input::Continue);
+            ctl.after(MS(6), Input::CardAnswer(CardAnswer::skip(&["gmail"])));
+            ctl.after(MS(7), Input::Interrupt);
         })
         .run(connect(&["gmail", "notion"]));
     assert_clean(&out);
@@ -140,7 +146,7 @@ fn the_deadline_fires_on_its_own_timer_whatever_reads_are_in_flight() {
 
 #[test]
 fn a_429_backs_off_every_live_target_until_retry_after() {
-    let limited = Step::Fail(GatewayError::RateLimited {
+    let limited = ScriptedRead::Fail(GatewayError::RateLimited {
         retry_after: Duration::from_secs(3),
     });
     let gw = ScriptedToolGateway::new()
@@ -148,16 +154,16 @@ fn a_429_backs_off_every_live_target_until_retry_after() {
             "gmail",
             vec![
                 limited,
-                Step::Status(AccountStatus::Pending),
-                Step::Status(AccountStatus::Active),
+                ScriptedRead::Status(AccountStatus::Pending),
+                ScriptedRead::Status(AccountStatus::Active),
             ],
         )
         .script(
             "notion",
             vec![
-                Step::Status(AccountStatus::Pending),
-                Step::Status(AccountStatus::Pending),
-                Step::Status(AccountStatus::Active),
+                ScriptedRead::Status(AccountStatus::Pending),
+                ScriptedRead::Status(AccountStatus::Pending),
+                ScriptedRead::Status(AccountStatus::Active),
             ],
         );
     let out = Sim::new(gw).tick(1.0).run(connect(&["gmail", "notion"]));
@@ -180,7 +186,7 @@ fn a_429_backs_off_every_live_target_until_retry_after() {
 fn a_429_asking_for_centuries_saturates_and_the_deadline_still_fires() {
     // `Retry-After: 1e18` parses to a valid Duration; now + it saturates instead of
     // overflowing, and the back-off never hides the deadline.
-    let limited = Step::Fail(GatewayError::RateLimited {
+    let limited = ScriptedRead::Fail(GatewayError::RateLimited {
         retry_after: Duration::MAX,
     });
     let gw = ScriptedToolGateway::new().script("gmail", vec![limited]);
@@ -215,7 +221,8 @@ fn read_timeouts_are_the_time_left_clamped_to_one_and_ten_seconds() {
 fn at_the_same_instant_an_answer_lands_before_the_deadline() {
     // The read answers active exactly at the deadline: inputs of an instant come before its
     // timers, so the answer connects the row and the operation settles all_resolved.
-    let gw = ScriptedToolGateway::new().script("gmail", vec![Step::Status(AccountStatus::Active)]);
+    let gw = ScriptedToolGateway::new()
+        .script("gmail", vec![ScriptedRead::Status(AccountStatus::Active)]);
     let out = Sim::new(gw)
         .deadline(1.0)
         .latency(slow_reads(1_000))
@@ -232,7 +239,7 @@ fn list_fallback_watches_rows_without_connection_ids_and_backs_off_on_429() {
     }];
     let out = Sim::new(gw)
         .tick(1.0)
-        .on_card(|_, ctl| ctl.after(MS(7_500), Action::SetConnected("gmail".into())))
+        .on_card(|_, ctl| ctl.after(MS(7_500), WorldAction::VendorConnected("gmail".into())))
         .run(connect(&["gmail"]));
     assert_clean(&out);
     assert!(out.gateway.reads.is_empty());

@@ -49,6 +49,7 @@ fn main_flow(runtime: Runtime) {
     let events: connop_blocking::EventSink = Arc::new(move |event: &Event| match event {
         Event::Request(card) => drop(cards_tx.lock().unwrap().send((**card).clone())),
         Event::Update(frame) => drop(frames_tx.lock().unwrap().send((**frame).clone())),
+        _ => {}
     });
     let args = json!({"action": "connect", "connectors": ["gmail", "notion"]});
 

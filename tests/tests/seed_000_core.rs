@@ -9,9 +9,10 @@
 use connop_core::card::CardAnswer;
 use connop_core::contract::{Actor, TargetState};
 use connop_core::error::CallerError;
-use connop_core::flow::Surface;
+use connop_core::flow::{Input, Surface};
+use connop_core::operation::Patch;
 use connop_core::payload::OperationView;
-use connop_fixtures::{Action, SIM_EPOCH, ScriptedToolGateway, Sim};
+use connop_fixtures::{SIM_EPOCH, ScriptedToolGateway, Sim, WorldAction};
 use connop_tests::{assert_clean, links};
 use serde_json::json;
 use std::cell::RefCell;
@@ -43,9 +44,12 @@ fn test_desktop_connect_settles_through_callback_response() {
             // The user finishes gmail at the vendor; later skips notion on the card.
             ctl.after(
                 Duration::from_millis(100),
-                Action::SetConnected("gmail".into()),
+                WorldAction::VendorConnected("gmail".into()),
             );
-            ctl.after(Duration::from_millis(500), Action::skip(&["notion"]));
+            ctl.after(
+                Duration::from_millis(500),
+                Input::CardAnswer(CardAnswer::skip(&["notion"])),
+            );
         })
         .run(json!({"action": "connect", "connectors": ["gmail", "notion"]}));
     assert_clean(&out);
@@ -174,8 +178,8 @@ fn test_connection_respond_rejects_managed_connected_claims() {
                 &json!({"targets": [{"name": "gmail", "status": "connected"}]}),
             )
             .unwrap();
-            ctl.after(Duration::from_millis(10), Action::Answer(claim));
-            ctl.after(Duration::from_millis(20), Action::Interrupt);
+            ctl.after(Duration::from_millis(10), Input::CardAnswer(claim));
+            ctl.after(Duration::from_millis(20), Input::Interrupt);
         })
         .run(json!({"action": "connect", "connectors": ["gmail"]}));
     assert_clean(&out);
@@ -206,13 +210,14 @@ fn a_connected_claim_on_the_operation_handle_is_illegal_for_the_user() {
         .on_card(|_, ctl| {
             ctl.after(
                 Duration::from_millis(5),
-                Action::Transition {
+                Input::Transition {
                     name: "gmail".into(),
                     to: TargetState::Connected,
                     actor: Actor::User,
+                    patch: Patch::default(),
                 },
             );
-            ctl.after(Duration::from_millis(6), Action::Continue);
+            ctl.after(Duration::from_millis(6), Input::Continue);
         })
         .run(json!({"action": "connect", "connectors": ["gmail"]}));
     assert_clean(&out);

@@ -1,9 +1,16 @@
 //! The managed flow of SPEC §5: one `manage_connections` tool call as a sans-IO state machine.
 //!
-//! Inputs come in through `handle_*(…, now)`; effects go out through [`Flow::poll_effect`]
-//! until it returns `None`; [`Flow::poll_timeout`] names the next wake-up and why. The flow
-//! owns its [`Operation`] and decides every rule once: which call to make, whether an answer
-//! is late, when to settle and what to return.
+//! Every input is an [`Input`] fed with [`Flow::handle_input`] at `now` (the typed
+//! `handle_*(…, now)` methods are the same inputs by name). Effects go out through
+//! [`Flow::poll_effect`]; [`Flow::poll_timeout`] names the next wake-up and why. The flow owns
+//! its [`Operation`] and decides every rule once: which call to make, whether an answer is
+//! late, when to settle and what to return.
+//!
+//! **The drain rule: after every input, drain [`Flow::poll_effect`] to `None`, then ask
+//! [`Flow::poll_timeout`].** An input may queue several effects whose order matters (close the
+//! registry entry, then the settle frame, then the result), a settle withdraws the calls still
+//! queued, and the wake-up is only right once the queue reflects every input so far. Executing
+//! an effect may feed a new input (a registry or gateway answer); keep draining after it.
 //!
 //! ```text
 //!  start ─▶ Registering ─▶ (Repairing) ─▶ Minting ─▶ (Misrouting) ─▶ Watching ─▶ Done
@@ -11,6 +18,7 @@
 //!   └─▶ status: one list read ─────────────────────────────────────────────┘
 //! ```
 
+mod input;
 mod prepare;
 mod watch;
 
@@ -27,6 +35,7 @@ use serde_json::Value;
 use std::collections::VecDeque;
 use std::time::Duration;
 
+pub use input::{Handled, Input};
 pub use watch::{MAX_READ_TIMEOUT, MIN_READ_TIMEOUT};
 
 /// The default watcher tick (SPEC §5.5).
@@ -133,9 +142,10 @@ impl FlowConfig {
 }
 
 /// Something the host must do, in order.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Effect {
-    /// Register the operation under `key`, then answer with [`Flow::handle_registered`].
+    /// Register the operation under `key`, then answer with [`Input::Registered`].
     /// Nothing else happens until then.
     Register {
         /// Where.
@@ -143,7 +153,7 @@ pub enum Effect {
         /// Which operation.
         op_id: OpId,
     },
-    /// Start a gateway call; answer with [`Flow::handle_gateway`].
+    /// Start a gateway call; answer with [`Input::Gateway`].
     Call {
         /// Correlates the answer.
         id: CallId,
@@ -164,6 +174,7 @@ pub enum Effect {
 }
 
 /// An event for the session's owner. Payloads are boxed so a queued effect stays small.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
     /// `connection.request`: show the card (the card callback's payload).
@@ -183,6 +194,7 @@ impl Event {
 }
 
 /// Why the flow wants to be woken.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WakeReason {
     /// The next watcher tick (or an immediate re-read after a change).
@@ -262,11 +274,6 @@ pub struct Flow {
     next_call: u64,
     pending: Vec<(CallId, Purpose)>,
     effects: VecDeque<Effect>,
-    /// Effects ever queued, and those withdrawn unexecuted (calls dropped at settle): a
-    /// runtime that executes effects on several threads knows an input's effects are all done
-    /// when `executed + withdrawn` reaches the count queued after that input.
-    queued: u64,
-    withdrawn: u64,
     watch: watch::Watcher,
 }
 
@@ -276,6 +283,7 @@ impl Flow {
     /// Refused arguments return at once; `status` asks for one list read; connect and
     /// reconnect create the operation and, on the card path, ask to register it before any
     /// gateway call.
+    #[must_use = "a flow does nothing until its effects are drained"]
     pub fn start(args: &Value, config: FlowConfig, entropy: [u8; 6], now: Timestamp) -> Flow {
         let path = Path::choose(&config.surface, config.card_callback);
         let mut flow = Flow {
@@ -293,8 +301,6 @@ impl Flow {
             next_call: 0,
             pending: Vec::new(),
             effects: VecDeque::new(),
-            queued: 0,
-            withdrawn: 0,
             watch: watch::Watcher::default(),
         };
         let args = match tool::parse_args(args) {
@@ -345,7 +351,9 @@ impl Flow {
 
     // ----- outputs ------------------------------------------------------------------------
 
-    /// The next effect to execute, in order; `None` when the queue is empty.
+    /// The next effect to execute, in order; `None` when the queue is empty. Drain it to
+    /// `None` after every input.
+    #[must_use = "an effect not executed is lost: the flow does not queue it again"]
     pub fn poll_effect(&mut self) -> Option<Effect> {
         let effect = self.effects.pop_front();
         if effect.is_none() && self.effects.capacity() > 4 {
@@ -356,12 +364,8 @@ impl Flow {
         effect
     }
 
-    /// `(queued, withdrawn)`: effects ever queued, and those withdrawn unexecuted.
-    pub fn effect_counts(&self) -> (u64, u64) {
-        (self.queued, self.withdrawn)
-    }
-
-    /// When the flow next needs [`handle_timeout`](Self::handle_timeout), and why.
+    /// When the flow next needs [`Input::Timeout`], and why. Ask after draining the effects.
+    #[must_use = "a flow not woken at this instant misses its tick or its deadline"]
     pub fn poll_timeout(&self) -> Option<Wake> {
         let op = self.op.as_ref()?;
         if self.stage == Stage::Done || self.stage == Stage::Status || op.is_settled() {
@@ -383,14 +387,18 @@ impl Flow {
     }
 
     /// Whether the flow has returned its result and will do nothing more.
+    #[must_use]
     pub fn is_done(&self) -> bool {
         self.stage == Stage::Done && self.effects.is_empty()
     }
 
     // ----- inputs -------------------------------------------------------------------------
+    //
+    // Each is one `Input` by name (`handle_input` dispatches here), so a runtime that holds the
+    // pieces need not build the value.
 
-    /// The registry's answer to [`Effect::Register`]: `Err` carries the id of the operation
-    /// already open under the key.
+    /// [`Input::Registered`]: the registry's answer to [`Effect::Register`]; `Err` carries the
+    /// id of the operation already open under the key.
     pub fn handle_registered(&mut self, result: Result<(), OpId>, now: Timestamp) {
         if self.stage != Stage::Registering {
             // Settled (interrupt, deadline) before the registry answered: undo the entry.
@@ -413,8 +421,8 @@ impl Flow {
         }
     }
 
-    /// A gateway call's answer. An answer for a call the flow no longer waits for (settled,
-    /// or otherwise forgotten) is dropped: it is late, not an error.
+    /// [`Input::Gateway`]: a gateway call's answer. An answer for a call the flow no longer
+    /// waits for (settled, or otherwise forgotten) is dropped: it is late, not an error.
     pub fn handle_gateway(
         &mut self,
         id: CallId,
@@ -437,7 +445,8 @@ impl Flow {
         mismatch.map_or(Ok(()), Err)
     }
 
-    /// A timer fired (or the host woke early; nothing happens before its time).
+    /// [`Input::Timeout`]: a timer fired (or the host woke early; nothing happens before its
+    /// time).
     pub fn handle_timeout(&mut self, now: Timestamp) {
         let Some(op) = &self.op else { return };
         if self.stage == Stage::Done || op.is_settled() {
@@ -452,8 +461,8 @@ impl Flow {
         }
     }
 
-    /// The card's answer (SPEC §5.6). Any status but `skipped`/`approved` refuses the whole
-    /// answer and moves nothing.
+    /// [`Input::CardAnswer`]: the card's answer (SPEC §5.6). Any status but
+    /// `skipped`/`approved` refuses the whole answer and moves nothing.
     pub fn handle_card_answer(
         &mut self,
         answer: &CardAnswer,
@@ -494,22 +503,22 @@ impl Flow {
         })
     }
 
-    /// The user pressed Continue: settles `continue` unless everything resolved.
+    /// [`Input::Continue`]: settles `continue` unless everything resolved.
     pub fn handle_continue(&mut self, now: Timestamp) -> Result<CardReply, CallerError> {
         self.handle_card_answer(&CardAnswer::continue_(), now)
     }
 
-    /// The turn was interrupted: settles `interrupt` at once. Returns whether this settled.
+    /// [`Input::Interrupt`]: settles `interrupt` at once. Returns whether this settled.
     pub fn handle_interrupt(&mut self, now: Timestamp) -> bool {
         self.settle(SettleReason::Interrupt, now)
     }
 
-    /// The operation handle's `settle`: a compare-and-set; returns whether this call won.
+    /// [`Input::Settle`]: a compare-and-set; returns whether this call won.
     pub fn handle_settle(&mut self, reason: SettleReason, now: Timestamp) -> bool {
         self.settle(reason, now)
     }
 
-    /// The operation handle's `transition`: a move from outside the flow (the seeds' seam).
+    /// [`Input::Transition`]: a move from outside the flow (the seeds' seam).
     pub fn handle_transition(
         &mut self,
         name: &str,
@@ -526,7 +535,7 @@ impl Flow {
         Ok(change)
     }
 
-    /// The operation handle's `refresh`: new link and detail, no state change.
+    /// [`Input::Refresh`]: new link and detail, no state change.
     pub fn handle_refresh(
         &mut self,
         name: &str,
@@ -544,11 +553,13 @@ impl Flow {
     // ----- reads --------------------------------------------------------------------------
 
     /// The operation, for connect and reconnect.
+    #[must_use]
     pub fn operation(&self) -> Option<&Operation> {
         self.op.as_ref()
     }
 
     /// The operation view (SPEC §3.2): live rows while open, the frozen snapshot once settled.
+    #[must_use]
     pub fn view(&self) -> Option<OperationView> {
         self.op.as_ref().map(OperationView::of)
     }
@@ -569,12 +580,14 @@ impl Flow {
     }
 
     /// How many gateway calls are in flight.
+    #[must_use]
     pub fn calls_in_flight(&self) -> usize {
         self.pending.len()
     }
 
     /// Whether the flow still waits for the answer to `id` (an answer it does not wait for
     /// is late and will be dropped).
+    #[must_use]
     pub fn awaits(&self, id: CallId) -> bool {
         self.pending.iter().any(|(c, _)| *c == id)
     }
@@ -588,7 +601,6 @@ impl Flow {
     }
 
     fn push(&mut self, effect: Effect) {
-        self.queued += 1;
         self.effects.push_back(effect);
     }
 
@@ -652,9 +664,8 @@ impl Flow {
         if self.stage == Stage::Done || !op.settle(reason, now) {
             return false;
         }
-        let before = self.effects.len();
+        // Calls not yet taken never start.
         self.effects.retain(|e| !matches!(e, Effect::Call { .. }));
-        self.withdrawn += (before - self.effects.len()) as u64;
         self.pending.clear();
         self.watch.clear();
         match self.path {

@@ -488,6 +488,8 @@ impl OpHandle {
                 state.result = Some(*result);
                 state.result_json = json;
             }
+            // An effect of a newer core than this runtime knows.
+            unknown => debug_assert!(false, "an unknown effect: {unknown:?}"),
         }
     }
 

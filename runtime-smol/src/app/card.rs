@@ -87,6 +87,8 @@ impl CardModel {
                 self.rows = view.targets.clone();
                 true
             }
+            // An event kind this card predates changes nothing it shows.
+            _ => false,
         }
     }
 
@@ -408,6 +410,7 @@ pub fn change_line(event: &Event) -> Option<String> {
             }
             (None, None) => None,
         },
+        _ => None,
     }
 }
 

@@ -13,7 +13,7 @@ use connop_blocking::{EventSink, Interrupt, SharedRegistry, ToolContext};
 use connop_core::flow::{Event, Surface};
 use connop_core::operation::Text;
 use connop_core::rpc::{self, Method, Request, RpcError};
-use connop_core::tool_gateway::{AsyncToolGateway, GatewayError};
+use connop_core::tool_gateway::{AsyncToolGateway, GatewayCall, GatewayError, GatewayReply};
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -321,6 +321,8 @@ impl Gateway {
                 let line = match event {
                     Event::Request(card) => rpc::event_line(event.name(), &session_id, card),
                     Event::Update(frame) => rpc::event_line(event.name(), &session_id, frame),
+                    // An event kind this server predates has no line on the protocol.
+                    _ => return,
                 };
                 owner.send(line);
             }
@@ -349,7 +351,9 @@ impl Gateway {
     }
 
     async fn list(&self) -> Result<Value, RpcError> {
-        match self.config.gateway.list(None).await {
+        let call = GatewayCall::List { timeout: None };
+        let rows = self.config.gateway.call(&call).await;
+        match rows.and_then(GatewayReply::into_connectors) {
             Ok(rows) => {
                 let rows: Vec<Value> = rows.into_iter().map(|r| r.raw).collect();
                 Ok(json!({"available": true, "connectors": rows}))

@@ -3,7 +3,7 @@
 use clap::{Args, Parser, Subcommand};
 use connop_core::operation::Text;
 use connop_smol::app::api::ApiConfig;
-use connop_smol::app::api::executor::Executor;
+use connop_smol::app::api::executor::TurnExecutor;
 use connop_smol::app::cli::connect::{ConnectOptions, run_connect};
 use connop_smol::app::cli::listen::ListenAddr;
 use connop_smol::app::cli::peer::{DmOptions, peer_dm};
@@ -220,8 +220,8 @@ fn run(cli: Cli) -> Result<(), AppError> {
                 catalog: catalog(&args.timings.mcp_catalog),
             };
             let executor = match args.agent_cmd {
-                Some(command) => Executor::Command(command),
-                None => Executor::Echo,
+                Some(command) => TurnExecutor::Command(command),
+                None => TurnExecutor::Echo,
             };
             let http = args.http.map(|addr| {
                 let api = ApiConfig {

@@ -13,7 +13,7 @@ use std::future::Future;
 
 /// Who answers turns.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Executor {
+pub enum TurnExecutor {
     /// The reply is the message.
     Echo,
     /// A shell command per turn.
@@ -42,11 +42,11 @@ pub enum TurnOutcome {
     Stopped,
 }
 
-impl Executor {
+impl TurnExecutor {
     /// Answers `turn`, unless `stop` completes first.
     pub async fn answer(&self, turn: &Turn, stop: impl Future<Output = ()>) -> TurnOutcome {
         match self {
-            Executor::Echo => {
+            TurnExecutor::Echo => {
                 futures_lite::future::or(
                     async { TurnOutcome::Reply(turn.message.clone()) },
                     async {
@@ -56,7 +56,7 @@ impl Executor {
                 )
                 .await
             }
-            Executor::Command(command) => {
+            TurnExecutor::Command(command) => {
                 futures_lite::future::or(run_command(command, turn), async {
                     stop.await;
                     TurnOutcome::Stopped
@@ -133,20 +133,20 @@ mod tests {
     fn echo_and_commands_answer_turns() {
         smol::block_on(async {
             assert_eq!(
-                Executor::Echo.answer(&turn(), never()).await,
+                TurnExecutor::Echo.answer(&turn(), never()).await,
                 TurnOutcome::Reply("ping".into())
             );
-            let reads_stdin = Executor::Command(r#"python3 -c 'import json,sys; t=json.load(sys.stdin); print(t["message"] + "/" + t["history"][0]["content"])'"#.into());
+            let reads_stdin = TurnExecutor::Command(r#"python3 -c 'import json,sys; t=json.load(sys.stdin); print(t["message"] + "/" + t["history"][0]["content"])'"#.into());
             assert_eq!(
                 reads_stdin.answer(&turn(), never()).await,
                 TurnOutcome::Reply("ping/earlier".into())
             );
-            let fails = Executor::Command("echo nope >&2; exit 3".into());
+            let fails = TurnExecutor::Command("echo nope >&2; exit 3".into());
             assert_eq!(
                 fails.answer(&turn(), never()).await,
                 TurnOutcome::Failed("nope".into())
             );
-            let stopped = Executor::Command("sleep 30".into());
+            let stopped = TurnExecutor::Command("sleep 30".into());
             let started = std::time::Instant::now();
             assert_eq!(
                 stopped.answer(&turn(), async {}).await,

@@ -23,7 +23,7 @@ pub use error::ApiError;
 use connop_blocking::Clock;
 use connop_blocking::sync::{Count, CountGuard};
 use connop_core::run::SHUTDOWN_ERROR;
-use executor::Executor;
+use executor::TurnExecutor;
 use hyper::StatusCode;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -51,13 +51,13 @@ pub struct ApiConfig {
     /// The bearer key every route but `/health` requires, if any.
     pub api_key: Option<String>,
     /// Who answers turns.
-    pub executor: Executor,
+    pub executor: TurnExecutor,
 }
 
 /// The API's state.
 pub struct Api {
     store: Store,
-    executor: Executor,
+    executor: TurnExecutor,
     api_key: Option<String>,
     clock: Clock,
     runs: Mutex<HashMap<String, Arc<RunCell>>>,

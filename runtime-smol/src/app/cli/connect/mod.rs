@@ -1,6 +1,6 @@
 //! `connop connect` (SPEC §8): one operation from a terminal, on the card path (surface
-//! `tui`), in named steps: the tool gateway set-up, the card drawn on stderr ([`screen`]),
-//! the keys read from stdin ([`keys`]), SIGINT/SIGTERM watched, and the model result printed
+//! `tui`), in named steps: the tool gateway set-up, the card drawn on stderr (`screen`),
+//! the keys read from stdin (`keys`), SIGINT/SIGTERM watched, and the model result printed
 //! on stdout at the end.
 
 pub mod card;

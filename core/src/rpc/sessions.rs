@@ -34,7 +34,7 @@ pub struct TransportId(u64);
 pub struct Session<A> {
     /// The session id.
     pub id: Text,
-    /// The key its operations register under (the gateway's key for the conversation).
+    /// The key its operations register under: the host's key for the conversation (SPEC §4).
     pub key: Text,
     /// Where it runs: decides card or links (SPEC §5.3).
     pub source: Surface,

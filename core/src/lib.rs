@@ -104,7 +104,8 @@
 //! - [`tool`]: argument validation, the pinned texts, the status rendering.
 //! - [`card`]: card answers. [`registry`]: one open operation per session.
 //! - [`tool_gateway`]: the tool gateway's calls, replies and errors as data, and its traits.
-//! - [`rpc`]: the gateway protocol (JSON-RPC lines, checks in order, error objects).
+//! - [`rpc`]: the JSON-RPC protocol (lines, session ownership and the checks in order, error
+//!   objects).
 //! - [`run`]: the run lifecycle of an agent turn over HTTP (first terminal status wins).
 //! - [`wire`]: the tool-gateway HTTP API as a sans-IO exchange (requests out, responses in).
 

@@ -12,8 +12,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, mpsc};
 use std::time::Duration;
 
+use connop_smol::app::cli::lease;
 use connop_smol::app::lease::{
-    self, LeaseEntry, Refusal, list, process_start_time, registry_path, try_acquire,
+    LeaseEntry, Refusal, list, process_start_time, registry_path, try_acquire,
 };
 use serde_json::{Value, json};
 
@@ -572,6 +573,8 @@ fn hold_of_an_owned_session_fails_with_the_reason() {
     let home = Home::new("hold-refused");
     let lease = try_acquire(home.path(), "bot-chat", "desktop", json!({}), 0).unwrap();
     let error = lease::hold(home.path(), "bot-chat", "cli", json!({})).unwrap_err();
+    assert_eq!(error.exit_code(), 1);
+    let error = error.to_string();
     assert!(error.starts_with("SESSION_NOT_OWNED: "), "{error}");
     lease.release().unwrap();
 }

@@ -1,9 +1,11 @@
 //! `connop peer dm` (SPEC §9.4) against a canned peer: a queued answer is reported as
 //! delivered (never `(no reply)`), a completion prints its reply, the Bot Chat is found or
-//! created, and transport or HTTP failures come back as `Err` with the reason.
+//! created, and transport or HTTP failures come back as the peer's errors with the reason; a
+//! URL that cannot be used is the user's.
 
 use connop_fixtures::canned::{Canned, Seen, Server, reply};
-use connop_smol::app::peer::{DmOptions, peer_dm};
+use connop_smol::app::cli::peer::{DmOptions, peer_dm};
+use connop_smol::app::error::{AppError, UpstreamError, UsageError};
 use serde_json::{Value, json};
 
 fn options(server_url: String, json: bool) -> DmOptions {
@@ -18,14 +20,14 @@ fn options(server_url: String, json: bool) -> DmOptions {
 }
 
 /// Runs the command against `canned` and returns its result, its output and what the peer saw.
-fn run(canned: Vec<Canned>, json: bool) -> (Result<(), String>, String, Vec<Seen>) {
+fn run(canned: Vec<Canned>, json: bool) -> (Result<(), AppError>, String, Vec<Seen>) {
     let server = Server::start(canned);
     let opts = options(format!("http://{}/", server.addr), json);
     let (result, out) = run_with(&opts);
     (result, out, server.finish())
 }
 
-fn run_with(opts: &DmOptions) -> (Result<(), String>, String) {
+fn run_with(opts: &DmOptions) -> (Result<(), AppError>, String) {
     let mut out = Vec::new();
     let result = peer_dm(opts, &mut out);
     (result, String::from_utf8(out).unwrap())
@@ -76,7 +78,7 @@ fn assert_chat_request(seen: &[Seen], session_id: &str) {
 #[test]
 fn a_queued_turn_is_reported_as_delivered_in_text() {
     let (result, out, seen) = run(vec![listing_with_bot_chat(), queued_claimed()], false);
-    assert_eq!(result, Ok(()));
+    result.expect("the command succeeds");
     assert!(
         out.contains("went into that chat (session bot-chat)"),
         "{out}"
@@ -100,7 +102,7 @@ fn a_queued_turn_is_reported_as_delivered_in_text() {
 #[test]
 fn a_queued_turn_is_reported_as_delivered_in_json() {
     let (result, out, _) = run(vec![listing_with_bot_chat(), queued_claimed()], true);
-    assert_eq!(result, Ok(()));
+    result.expect("the command succeeds");
     assert!(!out.contains("(no reply)"));
     let expected = format!(
         r#"{{"peer":"mini","profile":null,"session_id":"bot-chat","status":"claimed","delivery_id":"{}"}}"#,
@@ -116,7 +118,7 @@ fn the_connop_naming_of_queued_is_understood_and_missing_fields_default() {
         json!({"object": "connop.session.chat.queued", "delivery_id": "e".repeat(40)}),
     );
     let (result, out, _) = run(vec![listing_with_bot_chat(), queued], true);
-    assert_eq!(result, Ok(()));
+    result.expect("the command succeeds");
     let expected = format!(
         r#"{{"peer":"mini","profile":null,"session_id":"bot-chat","status":"queued","delivery_id":"{}"}}"#,
         "e".repeat(40)
@@ -125,7 +127,7 @@ fn the_connop_naming_of_queued_is_understood_and_missing_fields_default() {
 
     let queued = reply(202, json!({"object": "connop.session.chat.queued"}));
     let (result, out, _) = run(vec![listing_with_bot_chat(), queued], false);
-    assert_eq!(result, Ok(()));
+    result.expect("the command succeeds");
     assert!(
         out.contains("went into that chat (session bot-chat)"),
         "{out}"
@@ -138,17 +140,17 @@ fn a_completion_prints_the_reply_and_an_empty_one_prints_no_reply() {
         vec![listing_with_bot_chat(), completion(json!("pong"))],
         false,
     );
-    assert_eq!(result, Ok(()));
+    result.expect("the command succeeds");
     assert_eq!(out, "pong\n");
     assert_chat_request(&seen, "bot-chat");
 
     let (result, out, _) = run(vec![listing_with_bot_chat(), completion(json!(""))], false);
-    assert_eq!(result, Ok(()));
+    result.expect("the command succeeds");
     assert_eq!(out, "(no reply)\n");
 
     let hermes = reply(200, json!({"object": "hermes.session.chat.completion"}));
     let (result, out, _) = run(vec![listing_with_bot_chat(), hermes], false);
-    assert_eq!(result, Ok(()));
+    result.expect("the command succeeds");
     assert_eq!(out, "(no reply)\n");
 }
 
@@ -159,7 +161,7 @@ fn a_json_completion_has_the_peer_profile_session_and_reply() {
     opts.profile = Some("cto".into());
     let (result, out) = run_with(&opts);
     server.finish();
-    assert_eq!(result, Ok(()));
+    result.expect("the command succeeds");
     assert_eq!(
         out,
         "{\"peer\":\"mini\",\"profile\":\"cto\",\"session_id\":\"bot-chat\",\"reply\":\"pong\"}\n"
@@ -177,7 +179,7 @@ fn without_a_bot_chat_one_is_created_and_used() {
         json!({"session_id": "new-bc", "title": "Bot Chat", "source": "api_server", "created_at": 4}),
     );
     let (result, out, seen) = run(vec![listing, created, completion(json!("hi"))], false);
-    assert_eq!(result, Ok(()));
+    result.expect("the command succeeds");
     assert_eq!(out, "hi\n");
     assert_eq!(seen.len(), 3);
     assert_eq!(
@@ -200,7 +202,7 @@ fn the_newest_of_two_bot_chats_is_chosen() {
         ]}),
     );
     let (result, _, seen) = run(vec![listing, completion(json!("ok"))], false);
-    assert_eq!(result, Ok(()));
+    result.expect("the command succeeds");
     assert_chat_request(&seen, "new");
 }
 
@@ -211,14 +213,14 @@ fn an_http_error_with_an_openai_style_body_is_an_err_with_its_message() {
         json!({"error": {"message": "the agent crashed", "type": "server_error", "code": null}}),
     );
     let (result, out, _) = run(vec![listing_with_bot_chat(), failed], false);
-    let err = result.unwrap_err();
+    let err = result.unwrap_err().to_string();
     assert!(err.contains("the agent crashed"), "{err}");
     assert!(err.contains("500"), "{err}");
     assert_eq!(out, "");
 
     let refused = reply(401, json!({"error": {"message": "Invalid API key"}}));
     let (result, _, seen) = run(vec![refused], false);
-    let err = result.unwrap_err();
+    let err = result.unwrap_err().to_string();
     assert!(
         err.contains("401") && err.contains("Invalid API key"),
         "{err}"
@@ -234,12 +236,12 @@ fn a_non_json_body_or_an_unknown_object_is_an_err() {
         body: "<html>bad gateway</html>".into(),
     };
     let (result, _, _) = run(vec![listing_with_bot_chat(), garbage], false);
-    let err = result.unwrap_err();
+    let err = result.unwrap_err().to_string();
     assert!(err.contains("502") && err.contains("not JSON"), "{err}");
 
     let unknown = reply(200, json!({"object": "connop.run"}));
     let (result, out, _) = run(vec![listing_with_bot_chat(), unknown], false);
-    let err = result.unwrap_err();
+    let err = result.unwrap_err().to_string();
     assert!(err.contains("connop.run"), "{err}");
     assert_eq!(out, "");
 }
@@ -251,9 +253,34 @@ fn a_refused_connection_is_an_err() {
         listener.local_addr().unwrap()
     };
     let (result, out) = run_with(&options(format!("http://{addr}"), false));
-    let err = result.unwrap_err();
-    assert!(err.contains("/api/sessions"), "{err}");
+    let err = result.expect_err("refused");
+    assert!(
+        matches!(
+            err,
+            AppError::Upstream(UpstreamError::PeerUnreachable { method: "GET", .. })
+        ),
+        "{err:?}"
+    );
+    assert_eq!(err.exit_code(), 1);
+    assert!(err.to_string().contains("/api/sessions"), "{err}");
     assert_eq!(out, "");
+}
+
+/// An empty `--url`, or one no request can be made to, is the user's to fix (exit 2), and
+/// nothing is sent.
+#[test]
+fn a_url_that_cannot_be_used_is_a_usage_error() {
+    for url in ["", "/", "http://bad host:80"] {
+        let (result, out) = run_with(&options(url.to_owned(), false));
+        let err = result.expect_err("refused");
+        assert!(
+            matches!(&err, AppError::Usage(UsageError::PeerUrl { url: given, .. }) if given == url),
+            "{url:?}: {err:?}"
+        );
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().starts_with("--url "), "{err}");
+        assert_eq!(out, "");
+    }
 }
 
 /// The command itself: `connop peer dm` on a queued answer exits 0 and prints the exact text

@@ -20,8 +20,7 @@ use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use futures_lite::StreamExt;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 /// The registry file's name inside `CONNOP_HOME/runtime`.
 const REGISTRY_FILE: &str = "active_sessions.json";
@@ -85,6 +84,23 @@ impl Refusal {
     }
 }
 
+/// Why a registry entry could not be read; the registry is then unusable (it is never
+/// rewritten over an entry it cannot read).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EntryError {
+    /// The entry is not a JSON object.
+    #[error("an entry is not an object")]
+    NotAnObject,
+    /// A key is missing or holds the wrong kind of value.
+    #[error("entry key {key:?} is missing or not {expected}")]
+    BadKey {
+        /// The key.
+        key: &'static str,
+        /// What it must hold.
+        expected: &'static str,
+    },
+}
+
 fn unavailable(path: &Path, detail: impl std::fmt::Display) -> Refusal {
     Refusal::CoordinationUnavailable {
         path: path.to_path_buf(),
@@ -131,30 +147,31 @@ impl LeaseEntry {
     }
 
     /// Reads an entry from its registry JSON object; the error names the bad key.
-    pub fn from_json(value: &Value) -> Result<Self, String> {
-        let object = value.as_object().ok_or("an entry is not an object")?;
-        let text = |key: &str| -> Result<String, String> {
+    pub fn from_json(value: &Value) -> Result<Self, EntryError> {
+        let object = value.as_object().ok_or(EntryError::NotAnObject)?;
+        let bad = |key, expected| EntryError::BadKey { key, expected };
+        let text = |key| -> Result<String, EntryError> {
             object
                 .get(key)
                 .and_then(Value::as_str)
                 .map(str::to_owned)
-                .ok_or_else(|| format!("entry key {key:?} is missing or not a string"))
+                .ok_or(bad(key, "a string"))
         };
-        let float = |key: &str| -> Result<f64, String> {
+        let float = |key| -> Result<f64, EntryError> {
             object
                 .get(key)
                 .and_then(Value::as_f64)
-                .ok_or_else(|| format!("entry key {key:?} is missing or not a number"))
+                .ok_or(bad(key, "a number"))
         };
         let pid = object
             .get("pid")
             .and_then(Value::as_u64)
             .and_then(|pid| u32::try_from(pid).ok())
-            .ok_or("entry key \"pid\" is missing or not a process id")?;
+            .ok_or(bad("pid", "a process id"))?;
         let process_start_time = object
             .get("process_start_time")
             .and_then(Value::as_u64)
-            .ok_or("entry key \"process_start_time\" is missing or not a non-negative integer")?;
+            .ok_or(bad("process_start_time", "a non-negative integer"))?;
         Ok(LeaseEntry {
             lease_id: text("lease_id")?,
             session_id: text("session_id")?,
@@ -424,54 +441,4 @@ pub fn list(home: &Path) -> Result<Vec<LeaseEntry>, Refusal> {
         registry.write(&entries)?;
     }
     Ok(entries)
-}
-
-fn refusal_text(refusal: &Refusal) -> String {
-    format!("{}: {refusal}", refusal.reason())
-}
-
-/// `connop lease hold`: takes the lease, prints its entry as one JSON line on stdout, waits
-/// until stdin reaches EOF or SIGINT/SIGTERM arrives, then releases it.
-pub fn hold(home: &Path, session_id: &str, surface: &str, metadata: Value) -> Result<(), String> {
-    let lease = try_acquire(home, session_id, surface, metadata, 0)
-        .map_err(|refusal| refusal_text(&refusal))?;
-    // Watch signals before the lease is announced, so one sent right after the line is caught.
-    // (On failure the dropped lease is released.)
-    let mut signals =
-        async_signal::Signals::new([async_signal::Signal::Term, async_signal::Signal::Int])
-            .map_err(|e| format!("cannot watch signals: {e}"))?;
-    {
-        let mut stdout = std::io::stdout().lock();
-        writeln!(stdout, "{}", lease.entry().to_json())
-            .and_then(|()| stdout.flush())
-            .map_err(|e| format!("cannot write the lease: {e}"))?;
-    }
-    smol::block_on(futures_lite::future::or(
-        async {
-            // A read error ends the hold like EOF does.
-            let _ = futures_lite::io::copy(
-                smol::Unblock::new(std::io::stdin()),
-                futures_lite::io::sink(),
-            )
-            .await;
-        },
-        async {
-            signals.next().await;
-        },
-    ));
-    lease.release().map_err(|refusal| refusal_text(&refusal))
-}
-
-/// `connop lease list`: prints `{"entries": [...]}` with the live leases as one JSON line.
-pub fn print_list(home: &Path) -> Result<(), String> {
-    let entries = list(home).map_err(|refusal| refusal_text(&refusal))?;
-    let mut document = Map::new();
-    document.insert(
-        "entries".to_owned(),
-        Value::Array(entries.iter().map(LeaseEntry::to_json).collect()),
-    );
-    let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "{}", Value::Object(document))
-        .and_then(|()| stdout.flush())
-        .map_err(|e| format!("cannot write the leases: {e}"))
 }

@@ -1,11 +1,19 @@
-//! The `connop` application (feature `app`): the JSON-RPC server and its transports, the HTTP
-//! API of runs and sessions, leases, `peer dm`, the terminal card of `connop connect`, the
-//! simulated tool gateway, and the command line behind `src/bin/connop.rs`.
+//! The `connop` application (feature `app`), behind `src/bin/connop.rs`:
+//!
+//! - servers: [`rpc`], the JSON-RPC server of SPEC §7 and its transports; [`api`], the HTTP
+//!   API of runs and sessions (SPEC §9) with its store and turn executors; [`sim_gateway`],
+//!   the simulated tool gateway (SPEC §6.1);
+//! - state: [`lease`], which live process holds a session (SPEC §9.3);
+//! - [`cli`]: one module per subcommand (`gateway`, `connect` with its terminal card,
+//!   `sim-gateway`, `peer dm`, `lease`), and [`error`], the errors they end with, split by
+//!   blame.
+//!
+//! The upstream *tool gateway* (the hosted service that mints links) and this process's
+//! *JSON-RPC server* never share a name here.
 
 pub mod api;
-pub mod card;
 pub mod cli;
+pub mod error;
 pub mod lease;
-pub mod peer;
 pub mod rpc;
 pub mod sim_gateway;

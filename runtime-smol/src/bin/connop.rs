@@ -3,17 +3,20 @@
 use clap::{Args, Parser, Subcommand};
 use connop_core::operation::Text;
 use connop_smol::app::api::ApiConfig;
-use connop_smol::app::api::executor::Executor;
-use connop_smol::app::cli::{self, ConnectOptions, GatewayOptions, ListenAddr};
-use connop_smol::app::lease;
-use connop_smol::app::peer::{self, DmOptions};
-use connop_smol::app::rpc::GatewayConfig;
+use connop_smol::app::api::executor::TurnExecutor;
+use connop_smol::app::cli::connect::{ConnectOptions, run_connect};
+use connop_smol::app::cli::listen::ListenAddr;
+use connop_smol::app::cli::peer::{DmOptions, peer_dm};
+use connop_smol::app::cli::serve::{ServeOptions, serve};
+use connop_smol::app::cli::sim_gateway::run_sim_tool_gateway;
+use connop_smol::app::cli::{choose_tool_gateway, lease, profile, seconds};
+use connop_smol::app::error::{AppError, UsageError};
+use connop_smol::app::rpc::RpcConfig;
 use connop_smol::app::sim_gateway::SimOptions;
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 #[derive(Parser)]
 #[command(
@@ -35,7 +38,8 @@ enum Command {
     /// sessions it creates; requests on a transport are served concurrently. SIGINT, SIGTERM,
     /// or EOF of stdin (when stdio is served) settle every open operation `interrupt`, answer
     /// every pending request, and exit 0.
-    Gateway(GatewayArgs),
+    #[command(name = "gateway")]
+    Serve(ServeArgs),
     /// Connect accounts from this terminal: one operation with a live card.
     ///
     /// The card shows each connector's state, link and detail, and the time left. Open a link
@@ -83,7 +87,7 @@ struct Timings {
 }
 
 #[derive(Args)]
-struct GatewayArgs {
+struct ServeArgs {
     /// Serve stdio (the default when neither --listen nor --http is given).
     #[arg(long)]
     stdio: bool,
@@ -197,65 +201,54 @@ struct SimArgs {
     token: Option<String>,
 }
 
-fn seconds(name: &str, secs: f64) -> Result<Duration, String> {
-    Duration::try_from_secs_f64(secs)
-        .map_err(|_| format!("--{name} must be a non-negative number of seconds, not {secs}"))
+fn catalog(names: &[String]) -> Vec<Text> {
+    names.iter().map(|s| Text::from(s.trim())).collect()
 }
 
-fn run(cli: Cli) -> Result<(), String> {
+fn run(cli: Cli) -> Result<(), AppError> {
     match cli.command {
-        Command::Gateway(args) => {
+        Command::Serve(args) => {
             // Flags first: nothing starts on a bad one.
             let tick = seconds("tick", args.timings.tick)?;
             let deadline = seconds("deadline", args.timings.deadline)?;
-            let tool = cli::tool_gateway(None)?;
-            let config = GatewayConfig {
-                gateway: tool.gateway.clone(),
-                profile: cli::profile(),
+            let tool_gateway = choose_tool_gateway(None)?;
+            let rpc = RpcConfig {
+                tool_gateway: tool_gateway.client.clone(),
+                profile: profile(),
                 tick,
                 deadline,
-                catalog: args
-                    .timings
-                    .mcp_catalog
-                    .iter()
-                    .map(|s| Text::from(s.trim()))
-                    .collect(),
+                catalog: catalog(&args.timings.mcp_catalog),
             };
             let executor = match args.agent_cmd {
-                Some(command) => Executor::Command(command),
-                None => Executor::Echo,
+                Some(command) => TurnExecutor::Command(command),
+                None => TurnExecutor::Echo,
             };
             let http = args.http.map(|addr| {
                 let api = ApiConfig {
-                    home: PathBuf::from(&*cli::profile()),
+                    home: PathBuf::from(&*profile()),
                     api_key: args.api_key,
                     executor,
                 };
                 (addr, api)
             });
-            cli::run_gateway(GatewayOptions {
+            serve(ServeOptions {
                 stdio: args.stdio,
                 listen: args.listen,
                 http,
-                config,
+                rpc,
             })
         }
         Command::Connect(args) => {
             if args.sim_auto.is_some() && std::env::var_os("CONNECTOR_GATEWAY_URL").is_some() {
-                return Err("--sim-auto applies to the embedded simulated gateway; unset CONNECTOR_GATEWAY_URL".into());
+                return Err(UsageError::SimAutoNeedsEmbedded.into());
             }
-            cli::run_connect(ConnectOptions {
+            run_connect(ConnectOptions {
                 names: args.names,
                 reconnect: args.reconnect,
                 force: args.force,
                 deadline: seconds("deadline", args.timings.deadline)?,
                 tick: seconds("tick", args.timings.tick)?,
-                catalog: args
-                    .timings
-                    .mcp_catalog
-                    .iter()
-                    .map(|s| Text::from(s.trim()))
-                    .collect(),
+                catalog: catalog(&args.timings.mcp_catalog),
                 json: args.json,
                 sim_auto: args.sim_auto.map(|s| seconds("sim-auto", s)).transpose()?,
             })
@@ -269,17 +262,14 @@ fn run(cli: Cli) -> Result<(), String> {
                 profile: args.profile,
                 json: args.json,
             };
-            peer::peer_dm(&options, &mut std::io::stdout().lock())
+            peer_dm(&options, &mut std::io::stdout().lock())
         }
         Command::Lease(LeaseCommand::Hold(args)) => {
-            let metadata: serde_json::Value = serde_json::from_str(&args.metadata)
-                .ok()
-                .filter(serde_json::Value::is_object)
-                .ok_or("--metadata must be a JSON object")?;
-            let home = PathBuf::from(&*cli::profile());
+            let metadata = lease::metadata(&args.metadata)?;
+            let home = PathBuf::from(&*profile());
             lease::hold(&home, &args.session_id, &args.surface, metadata)
         }
-        Command::Lease(LeaseCommand::List) => lease::print_list(&PathBuf::from(&*cli::profile())),
+        Command::Lease(LeaseCommand::List) => lease::print_list(&PathBuf::from(&*profile())),
         Command::SimToolGateway(args) => {
             let mut options = SimOptions::default().listen(args.listen);
             if let Some(secs) = args.auto_complete {
@@ -288,18 +278,20 @@ fn run(cli: Cli) -> Result<(), String> {
             if let Some(token) = args.token {
                 options = options.token(token);
             }
-            cli::run_sim_gateway(options)
+            run_sim_tool_gateway(options)
         }
     }
 }
 
+/// Exit 0 on success; on an error, `connop: <why>` on stderr and the error's exit code (2
+/// for a usage error, as for a flag the parser refuses; 1 otherwise).
 fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
+        Err(error) => {
             // Not `eprintln!`: with stderr gone the exit code still tells.
-            let _ = writeln!(std::io::stderr(), "connop: {message}");
-            ExitCode::FAILURE
+            let _ = writeln!(std::io::stderr(), "connop: {error}");
+            ExitCode::from(error.exit_code())
         }
     }
 }

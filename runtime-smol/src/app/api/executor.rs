@@ -13,7 +13,7 @@ use std::future::Future;
 
 /// Who answers turns.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Executor {
+pub enum TurnExecutor {
     /// The reply is the message.
     Echo,
     /// A shell command per turn.
@@ -33,7 +33,7 @@ pub struct Turn {
 
 /// How a turn ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub enum TurnOutcome {
     /// The reply.
     Reply(String),
     /// The turn failed, with why.
@@ -42,21 +42,24 @@ pub enum Outcome {
     Stopped,
 }
 
-impl Executor {
+impl TurnExecutor {
     /// Answers `turn`, unless `stop` completes first.
-    pub async fn answer(&self, turn: &Turn, stop: impl Future<Output = ()>) -> Outcome {
+    pub async fn answer(&self, turn: &Turn, stop: impl Future<Output = ()>) -> TurnOutcome {
         match self {
-            Executor::Echo => {
-                futures_lite::future::or(async { Outcome::Reply(turn.message.clone()) }, async {
-                    stop.await;
-                    Outcome::Stopped
-                })
+            TurnExecutor::Echo => {
+                futures_lite::future::or(
+                    async { TurnOutcome::Reply(turn.message.clone()) },
+                    async {
+                        stop.await;
+                        TurnOutcome::Stopped
+                    },
+                )
                 .await
             }
-            Executor::Command(command) => {
+            TurnExecutor::Command(command) => {
                 futures_lite::future::or(run_command(command, turn), async {
                     stop.await;
-                    Outcome::Stopped
+                    TurnOutcome::Stopped
                 })
                 .await
             }
@@ -65,7 +68,7 @@ impl Executor {
 }
 
 /// Runs the command; dropping the future kills it.
-async fn run_command(command: &str, turn: &Turn) -> Outcome {
+async fn run_command(command: &str, turn: &Turn) -> TurnOutcome {
     let mut child = match async_process::Command::new("sh")
         .arg("-c")
         .arg(command)
@@ -76,7 +79,7 @@ async fn run_command(command: &str, turn: &Turn) -> Outcome {
         .spawn()
     {
         Ok(child) => child,
-        Err(e) => return Outcome::Failed(format!("cannot run the agent command: {e}")),
+        Err(e) => return TurnOutcome::Failed(format!("cannot run the agent command: {e}")),
     };
     let history: Vec<_> = turn
         .history
@@ -93,17 +96,17 @@ async fn run_command(command: &str, turn: &Turn) -> Outcome {
     match child.output().await {
         Ok(output) if output.status.success() => {
             let reply = String::from_utf8_lossy(&output.stdout);
-            Outcome::Reply(reply.trim_end_matches(['\n', '\r']).to_owned())
+            TurnOutcome::Reply(reply.trim_end_matches(['\n', '\r']).to_owned())
         }
         Ok(output) => {
             let stderr = String::from_utf8_lossy(&output.stderr).trim().to_owned();
-            Outcome::Failed(if stderr.is_empty() {
+            TurnOutcome::Failed(if stderr.is_empty() {
                 format!("the agent command failed ({})", output.status)
             } else {
                 stderr
             })
         }
-        Err(e) => Outcome::Failed(format!("the agent command failed: {e}")),
+        Err(e) => TurnOutcome::Failed(format!("the agent command failed: {e}")),
     }
 }
 
@@ -130,22 +133,25 @@ mod tests {
     fn echo_and_commands_answer_turns() {
         smol::block_on(async {
             assert_eq!(
-                Executor::Echo.answer(&turn(), never()).await,
-                Outcome::Reply("ping".into())
+                TurnExecutor::Echo.answer(&turn(), never()).await,
+                TurnOutcome::Reply("ping".into())
             );
-            let reads_stdin = Executor::Command(r#"python3 -c 'import json,sys; t=json.load(sys.stdin); print(t["message"] + "/" + t["history"][0]["content"])'"#.into());
+            let reads_stdin = TurnExecutor::Command(r#"python3 -c 'import json,sys; t=json.load(sys.stdin); print(t["message"] + "/" + t["history"][0]["content"])'"#.into());
             assert_eq!(
                 reads_stdin.answer(&turn(), never()).await,
-                Outcome::Reply("ping/earlier".into())
+                TurnOutcome::Reply("ping/earlier".into())
             );
-            let fails = Executor::Command("echo nope >&2; exit 3".into());
+            let fails = TurnExecutor::Command("echo nope >&2; exit 3".into());
             assert_eq!(
                 fails.answer(&turn(), never()).await,
-                Outcome::Failed("nope".into())
+                TurnOutcome::Failed("nope".into())
             );
-            let stopped = Executor::Command("sleep 30".into());
+            let stopped = TurnExecutor::Command("sleep 30".into());
             let started = std::time::Instant::now();
-            assert_eq!(stopped.answer(&turn(), async {}).await, Outcome::Stopped);
+            assert_eq!(
+                stopped.answer(&turn(), async {}).await,
+                TurnOutcome::Stopped
+            );
             assert!(started.elapsed() < std::time::Duration::from_secs(5));
         });
     }

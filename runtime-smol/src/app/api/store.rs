@@ -8,8 +8,33 @@ use connop_core::run::{RESTART_ERROR, Run, RunStatus};
 use connop_core::time::Timestamp;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Value, json};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+
+/// Why the store failed. Each is this machine's: a folder that cannot be made, a database
+/// file that cannot be opened, a statement the disk refused.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// `CONNOP_HOME` could not be created.
+    #[error("cannot create {}: {source}", path.display())]
+    CreateHome {
+        /// The folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// `state.db` could not be opened.
+    #[error("cannot open the state database {}: {source}", path.display())]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: rusqlite::Error,
+    },
+    /// A statement failed.
+    #[error("the state database failed: {0}")]
+    Sql(#[from] rusqlite::Error),
+}
 
 /// A session as listed: `{"session_id", "title", "source", "created_at"}`.
 #[derive(Clone, Debug, PartialEq)]
@@ -45,26 +70,28 @@ pub struct Store {
     db: Mutex<Connection>,
 }
 
-fn sql(e: rusqlite::Error) -> String {
-    format!("the state database failed: {e}")
-}
-
 impl Store {
     /// Opens (creating if needed) `home/state.db`, and marks every run left unsettled by an
     /// earlier process `interrupted`.
-    pub fn open(home: &Path, now: Timestamp) -> Result<Self, String> {
-        std::fs::create_dir_all(home)
-            .map_err(|e| format!("cannot create {}: {e}", home.display()))?;
-        let db = Connection::open(home.join("state.db")).map_err(sql)?;
+    pub fn open(home: &Path, now: Timestamp) -> Result<Self, StoreError> {
+        std::fs::create_dir_all(home).map_err(|source| StoreError::CreateHome {
+            path: home.to_path_buf(),
+            source,
+        })?;
+        let path = home.join("state.db");
+        let db = Connection::open(&path).map_err(|source| StoreError::Open {
+            path: path.clone(),
+            source,
+        })?;
         Self::init(db, now)
     }
 
     /// An in-memory store (tests).
-    pub fn in_memory(now: Timestamp) -> Result<Self, String> {
-        Self::init(Connection::open_in_memory().map_err(sql)?, now)
+    pub fn in_memory(now: Timestamp) -> Result<Self, StoreError> {
+        Self::init(Connection::open_in_memory()?, now)
     }
 
-    fn init(db: Connection, now: Timestamp) -> Result<Self, String> {
+    fn init(db: Connection, now: Timestamp) -> Result<Self, StoreError> {
         db.execute_batch(
             // WAL with synchronous=NORMAL: a crashed process loses nothing committed (what the
             // restart recovery needs); only a power cut may lose the last commits. Five writes
@@ -81,14 +108,13 @@ impl Store {
                  run_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, status TEXT NOT NULL,
                  created_at REAL NOT NULL, updated_at REAL NOT NULL,
                  output TEXT, error TEXT, last_event TEXT);",
-        )
-        .map_err(sql)?;
+        )?;
         db.execute(
             "UPDATE runs SET status = 'interrupted', error = ?1, last_event = 'run.interrupted', updated_at = ?2
              WHERE status IN ('queued', 'running', 'stopping')",
             params![RESTART_ERROR, now.as_secs_f64()],
         )
-        .map_err(sql)?;
+        ?;
         Ok(Store { db: Mutex::new(db) })
     }
 
@@ -97,26 +123,24 @@ impl Store {
     }
 
     /// Every session, oldest first.
-    pub fn sessions(&self) -> Result<Vec<SessionRow>, String> {
+    pub fn sessions(&self) -> Result<Vec<SessionRow>, StoreError> {
         let db = self.db();
-        let mut statement = db
-            .prepare("SELECT session_id, title, source, created_at FROM sessions ORDER BY created_at, rowid")
-            .map_err(sql)?;
-        let rows = statement
-            .query_map([], |r| {
-                Ok(SessionRow {
-                    session_id: r.get(0)?,
-                    title: r.get(1)?,
-                    source: r.get(2)?,
-                    created_at: r.get(3)?,
-                })
+        let mut statement = db.prepare(
+            "SELECT session_id, title, source, created_at FROM sessions ORDER BY created_at, rowid",
+        )?;
+        let rows = statement.query_map([], |r| {
+            Ok(SessionRow {
+                session_id: r.get(0)?,
+                title: r.get(1)?,
+                source: r.get(2)?,
+                created_at: r.get(3)?,
             })
-            .map_err(sql)?;
-        rows.collect::<Result<_, _>>().map_err(sql)
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// One session.
-    pub fn session(&self, session_id: &str) -> Result<Option<SessionRow>, String> {
+    pub fn session(&self, session_id: &str) -> Result<Option<SessionRow>, StoreError> {
         self.db()
             .query_row(
                 "SELECT session_id, title, source, created_at FROM sessions WHERE session_id = ?1",
@@ -131,47 +155,42 @@ impl Store {
                 },
             )
             .optional()
-            .map_err(sql)
+            .map_err(StoreError::from)
     }
 
     /// Creates a session; `Ok(false)` when the id exists.
-    pub fn create_session(&self, row: &SessionRow) -> Result<bool, String> {
+    pub fn create_session(&self, row: &SessionRow) -> Result<bool, StoreError> {
         let changed = self
             .db()
             .execute(
                 "INSERT OR IGNORE INTO sessions (session_id, title, source, created_at) VALUES (?1, ?2, ?3, ?4)",
                 params![row.session_id, row.title, row.source, row.created_at],
             )
-            .map_err(sql)?;
+            ?;
         Ok(changed == 1)
     }
 
     /// Sets a session's title.
-    pub fn set_title(&self, session_id: &str, title: &str) -> Result<(), String> {
-        self.db()
-            .execute(
-                "UPDATE sessions SET title = ?2 WHERE session_id = ?1",
-                params![session_id, title],
-            )
-            .map_err(sql)?;
+    pub fn set_title(&self, session_id: &str, title: &str) -> Result<(), StoreError> {
+        self.db().execute(
+            "UPDATE sessions SET title = ?2 WHERE session_id = ?1",
+            params![session_id, title],
+        )?;
         Ok(())
     }
 
     /// A session's messages, in order.
-    pub fn history(&self, session_id: &str) -> Result<Vec<Message>, String> {
+    pub fn history(&self, session_id: &str) -> Result<Vec<Message>, StoreError> {
         let db = self.db();
-        let mut statement = db
-            .prepare("SELECT role, content FROM messages WHERE session_id = ?1 ORDER BY id")
-            .map_err(sql)?;
-        let rows = statement
-            .query_map(params![session_id], |r| {
-                Ok(Message {
-                    role: r.get(0)?,
-                    content: r.get(1)?,
-                })
+        let mut statement =
+            db.prepare("SELECT role, content FROM messages WHERE session_id = ?1 ORDER BY id")?;
+        let rows = statement.query_map(params![session_id], |r| {
+            Ok(Message {
+                role: r.get(0)?,
+                content: r.get(1)?,
             })
-            .map_err(sql)?;
-        rows.collect::<Result<_, _>>().map_err(sql)
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// Appends a message.
@@ -182,18 +201,18 @@ impl Store {
         content: &str,
         author: Option<&Value>,
         now: Timestamp,
-    ) -> Result<(), String> {
+    ) -> Result<(), StoreError> {
         self.db()
             .execute(
                 "INSERT INTO messages (session_id, role, content, author, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
                 params![session_id, role, content, author.map(Value::to_string), now.as_secs_f64()],
             )
-            .map_err(sql)?;
+            ?;
         Ok(())
     }
 
     /// Writes a run as it stands.
-    pub fn save_run(&self, run: &Run) -> Result<(), String> {
+    pub fn save_run(&self, run: &Run) -> Result<(), StoreError> {
         self.db()
             .execute(
                 "INSERT INTO runs (run_id, session_id, status, created_at, updated_at, output, error, last_event)
@@ -210,12 +229,12 @@ impl Store {
                     run.last_event(),
                 ],
             )
-            .map_err(sql)?;
+            ?;
         Ok(())
     }
 
     /// A stored run (its events are not kept across restarts; the last one's name is).
-    pub fn run(&self, run_id: &str) -> Result<Option<Run>, String> {
+    pub fn run(&self, run_id: &str) -> Result<Option<Run>, StoreError> {
         self.db()
             .query_row(
                 "SELECT run_id, session_id, status, created_at, updated_at, output, error, last_event FROM runs WHERE run_id = ?1",
@@ -236,7 +255,7 @@ impl Store {
                 },
             )
             .optional()
-            .map_err(sql)
+            .map_err(StoreError::from)
     }
 }
 

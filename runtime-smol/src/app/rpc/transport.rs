@@ -2,7 +2,7 @@
 //! or TCP connection). Requests are served concurrently, each as its own task; answers and
 //! events go out in order through one writer.
 
-use super::{Gateway, Step, TransportHandle};
+use super::{RequestStep, RpcServer, TransportHandle};
 use connop_blocking::sync::Count;
 use connop_core::rpc::{self, MAX_LINE};
 use futures_lite::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -10,17 +10,21 @@ use std::sync::Arc;
 
 /// Serves one transport until its input ends, then closes its sessions (interrupting their
 /// operations), waits for every pending answer and flushes them.
-pub async fn serve<R, W>(gateway: Arc<Gateway>, in_flight: Arc<Count>, reader: R, writer: W)
-where
+pub async fn serve_transport<R, W>(
+    server: Arc<RpcServer>,
+    in_flight: Arc<Count>,
+    reader: R,
+    writer: W,
+) where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (out, lines) = async_channel::unbounded::<String>();
-    let transport = gateway.transport(out);
+    let transport = server.transport(out);
     let writing = smol::spawn(write_lines(lines, writer));
     let mine = Arc::new(Count::default());
-    read_requests(&gateway, &transport, &in_flight, &mine, reader).await;
-    gateway.transport_closed(&transport);
+    read_requests(&server, &transport, &in_flight, &mine, reader).await;
+    server.transport_closed(&transport);
     mine.wait_zero().await;
     drop(transport);
     writing.await;
@@ -41,7 +45,7 @@ async fn write_lines<W: AsyncWrite + Unpin>(lines: async_channel::Receiver<Strin
 }
 
 async fn read_requests<R: AsyncRead + Unpin>(
-    gateway: &Arc<Gateway>,
+    server: &Arc<RpcServer>,
     transport: &TransportHandle,
     in_flight: &Arc<Count>,
     mine: &Arc<Count>,
@@ -53,7 +57,7 @@ async fn read_requests<R: AsyncRead + Unpin>(
     let mut too_long = false;
     loop {
         let read = futures_lite::future::or(async { reader.read(&mut chunk).await.ok() }, async {
-            gateway.stopped().await;
+            server.stopped().await;
             None
         })
         .await;
@@ -73,7 +77,7 @@ async fn read_requests<R: AsyncRead + Unpin>(
             }
             match end {
                 Some(end) => {
-                    take_line(gateway, transport, in_flight, mine, &line, too_long);
+                    take_line(server, transport, in_flight, mine, &line, too_long);
                     line.clear();
                     too_long = false;
                     rest = &rest[end + 1..];
@@ -83,12 +87,12 @@ async fn read_requests<R: AsyncRead + Unpin>(
         }
     }
     if !line.is_empty() || too_long {
-        take_line(gateway, transport, in_flight, mine, &line, too_long);
+        take_line(server, transport, in_flight, mine, &line, too_long);
     }
 }
 
 fn take_line(
-    gateway: &Arc<Gateway>,
+    server: &Arc<RpcServer>,
     transport: &TransportHandle,
     in_flight: &Arc<Count>,
     mine: &Arc<Count>,
@@ -108,9 +112,9 @@ fn take_line(
     }
     match rpc::parse_line(line) {
         Err(refused) => transport.send(rpc::error_line(&refused.id, &refused.error)),
-        Ok(request) => match gateway.begin(transport, request) {
-            Step::Answer(answer) => transport.send(answer),
-            Step::Later(pending) => {
+        Ok(request) => match server.begin(transport, request) {
+            RequestStep::Answer(answer) => transport.send(answer),
+            RequestStep::Later(pending) => {
                 let transport = transport.clone();
                 let guards = (in_flight.enter(), mine.enter());
                 smol::spawn(async move {

@@ -1,8 +1,16 @@
-//! The gateway protocol of SPEC §7 as pure functions: a line in, a request or a framing
+//! The JSON-RPC protocol of SPEC §7 as pure functions: a line in, a request or a framing
 //! error out; the parameter checks in their pinned order; the error objects and the answer,
-//! result and event lines.
+//! result and event lines; and the [`SessionTable`] that decides who owns which session.
 //!
-//! A transport only moves lines; which code an input earns is decided here.
+//! A transport only moves lines and the server only holds the lock; which code an input
+//! earns is decided here.
+
+mod sessions;
+
+pub use sessions::{
+    Admitted, Call, Created, ManageParams, NewSession, Session, SessionRequest, SessionTable,
+    TransportId,
+};
 
 use crate::card::CardAnswer;
 use crate::error::CallerError;
@@ -14,7 +22,7 @@ use std::fmt;
 /// The longest line a transport accepts (1 MiB); longer ones are refused with `-32600`.
 pub const MAX_LINE: usize = 1 << 20;
 
-/// The methods of the gateway protocol.
+/// The methods of the JSON-RPC protocol.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
     /// `session.create`

@@ -340,7 +340,7 @@ fn fit(s: &str, width: usize) -> String {
     out
 }
 
-/// Gateway text with control characters (escape sequences, newlines) made harmless.
+/// Text from the tool gateway (names, details, links) with control characters (escape sequences, newlines) made harmless.
 fn clean(s: &str) -> String {
     s.chars()
         .map(|c| if c.is_control() { ' ' } else { c })

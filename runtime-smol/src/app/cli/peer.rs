@@ -8,6 +8,8 @@
 //!
 //! This is a one-shot command, so it uses isahc's blocking API with one client per call.
 
+use crate::app::error::{AppError, EnvironmentError, UpstreamError, UsageError};
+use connop_blocking::http::HttpError;
 use isahc::config::Configurable;
 use isahc::{HttpClient, ReadResponseExt};
 use serde_json::{Value, json};
@@ -45,8 +47,9 @@ pub struct DmOptions {
 }
 
 /// Runs `connop peer dm`: finds (or creates) the peer's newest Bot Chat, sends the message
-/// and writes the outcome to `out`. `Err` carries the reason for stderr (exit 1).
-pub fn peer_dm(options: &DmOptions, out: &mut dyn Write) -> Result<(), String> {
+/// and writes the outcome to `out`. A bad `--url` is a usage error; the peer's failures and
+/// refusals are [`UpstreamError`]s.
+pub fn peer_dm(options: &DmOptions, out: &mut dyn Write) -> Result<(), AppError> {
     let peer = Peer::new(&options.url, options.key.as_deref())?;
     let session_id = peer.ensure_bot_chat()?;
     let (status, answer) = peer.chat(&session_id, &options.message)?;
@@ -60,18 +63,23 @@ pub fn peer_dm(options: &DmOptions, out: &mut dyn Write) -> Result<(), String> {
         Some("queued") => queued_output(options, profile, &session_id, &answer),
         _ => {
             return Err(match error_message(&answer) {
-                Some(message) => {
-                    format!("the peer answered HTTP {status} to the chat request: {message}")
-                }
-                None => format!(
-                    "the peer answered HTTP {status} to the chat request with an unknown \
-                     answer (object {object:?}): {}",
-                    excerpt(&answer.to_string())
-                ),
-            });
+                Some(message) => UpstreamError::ChatRefused { status, message },
+                None => UpstreamError::ChatUnknown {
+                    status,
+                    object: object.to_owned(),
+                    excerpt: excerpt(&answer.to_string()),
+                },
+            }
+            .into());
         }
     };
-    writeln!(out, "{text}").map_err(|e| format!("could not write the output: {e}"))
+    writeln!(out, "{text}").map_err(|source| {
+        EnvironmentError::Stdout {
+            what: "the answer",
+            source,
+        }
+        .into()
+    })
 }
 
 /// The output for a turn the peer ran here: its reply, or `(no reply)` when empty.
@@ -179,13 +187,13 @@ struct Peer<'a> {
 }
 
 impl<'a> Peer<'a> {
-    fn new(url: &'a str, key: Option<&'a str>) -> Result<Self, String> {
+    fn new(url: &'a str, key: Option<&'a str>) -> Result<Self, AppError> {
         let base = url.trim_end_matches('/');
         if base.is_empty() {
-            return Err("the peer URL is empty".to_owned());
+            return Err(bad_url(url, "it is empty"));
         }
         let client =
-            HttpClient::new().map_err(|e| format!("could not start the HTTP client: {e}"))?;
+            HttpClient::new().map_err(|e| EnvironmentError::HttpClient(HttpError::Client(e)))?;
         Ok(Peer {
             client,
             base,
@@ -194,38 +202,40 @@ impl<'a> Peer<'a> {
     }
 
     /// The id of the peer's newest `Bot Chat` session, created when there is none.
-    fn ensure_bot_chat(&self) -> Result<String, String> {
-        let what = "GET /api/sessions";
+    fn ensure_bot_chat(&self) -> Result<String, AppError> {
+        let step = "GET /api/sessions";
         let (status, body) = self.send("GET", "/api/sessions", None)?;
-        let listing = expect_success(what, status, &body)?;
-        let sessions = listing
-            .get("sessions")
-            .and_then(Value::as_array)
-            .ok_or_else(|| format!("{what} answered without a `sessions` list"))?;
+        let listing = expect_success(step, status, &body)?;
+        let sessions = listing.get("sessions").and_then(Value::as_array).ok_or(
+            UpstreamError::PeerIncomplete {
+                step,
+                missing: "a `sessions` list",
+            },
+        )?;
         if let Some(id) = newest_bot_chat(sessions) {
             return Ok(id.to_owned());
         }
-        let what = "POST /api/sessions";
+        let step = "POST /api/sessions";
         let request = json!({ "title": BOT_CHAT_TITLE });
         let (status, body) = self.send("POST", "/api/sessions", Some(&request))?;
-        let created = expect_success(what, status, &body)?;
-        str_field(&created, "session_id")
-            .map(str::to_owned)
-            .ok_or_else(|| format!("{what} answered without a `session_id`"))
+        let created = expect_success(step, status, &body)?;
+        let id = str_field(&created, "session_id").ok_or(UpstreamError::PeerIncomplete {
+            step,
+            missing: "a `session_id`",
+        })?;
+        Ok(id.to_owned())
     }
 
     /// Sends the message into `session_id`; the answer is parsed whatever its HTTP status,
     /// because its `object` decides (a queued turn answers 202).
-    fn chat(&self, session_id: &str, message: &str) -> Result<(u16, Value), String> {
+    fn chat(&self, session_id: &str, message: &str) -> Result<(u16, Value), AppError> {
         let path = format!("/api/sessions/{}/chat", path_segment(session_id));
         let request = json!({ "message": message });
         let (status, body) = self.send("POST", &path, Some(&request))?;
-        let answer = serde_json::from_slice(&body).map_err(|_| {
-            format!(
-                "the peer answered HTTP {status} to the chat request with a body that is not \
-                 JSON: {}",
-                excerpt(&String::from_utf8_lossy(&body))
-            )
+        let answer = serde_json::from_slice(&body).map_err(|_| UpstreamError::PeerNotJson {
+            step: "the chat request",
+            status,
+            excerpt: excerpt(&String::from_utf8_lossy(&body)),
         })?;
         Ok((status, answer))
     }
@@ -234,10 +244,10 @@ impl<'a> Peer<'a> {
     /// body, or why nothing came back.
     fn send(
         &self,
-        method: &str,
+        method: &'static str,
         path: &str,
         body: Option<&Value>,
-    ) -> Result<(u16, Vec<u8>), String> {
+    ) -> Result<(u16, Vec<u8>), AppError> {
         let url = format!("{}{path}", self.base);
         let mut builder = isahc::Request::builder()
             .method(method)
@@ -254,31 +264,48 @@ impl<'a> Peer<'a> {
             }
             None => Vec::new(),
         };
-        let request = builder
-            .body(bytes)
-            .map_err(|e| format!("could not build the request {method} {url}: {e}"))?;
-        let unreachable = |e: &dyn std::fmt::Display| format!("{method} {url} failed: {e}");
-        let mut response = self.client.send(request).map_err(|e| unreachable(&e))?;
-        let body = response.bytes().map_err(|e| unreachable(&e))?;
+        // No request can be made to it: the URL is the user's to fix.
+        let request = builder.body(bytes).map_err(|e| bad_url(self.base, e))?;
+        let unreachable = |source| UpstreamError::PeerUnreachable {
+            method,
+            url: url.clone(),
+            source,
+        };
+        let mut response = self.client.send(request).map_err(unreachable)?;
+        let body = response
+            .bytes()
+            .map_err(|e| unreachable(isahc::Error::from(e)))?;
         Ok((response.status().as_u16(), body))
     }
 }
 
+/// `--url` that cannot be used, with why.
+fn bad_url(url: &str, reason: impl std::fmt::Display) -> AppError {
+    UsageError::PeerUrl {
+        url: url.to_owned(),
+        reason: reason.to_string(),
+    }
+    .into()
+}
+
 /// The JSON body of a successful (2xx) answer, or why the step failed.
-fn expect_success(what: &str, status: u16, body: &[u8]) -> Result<Value, String> {
+fn expect_success(step: &'static str, status: u16, body: &[u8]) -> Result<Value, UpstreamError> {
     let parsed: Option<Value> = serde_json::from_slice(body).ok();
     if !(200..300).contains(&status) {
         let reason = parsed
             .as_ref()
             .and_then(error_message)
             .unwrap_or_else(|| excerpt(&String::from_utf8_lossy(body)));
-        return Err(format!("{what} answered HTTP {status}: {reason}"));
+        return Err(UpstreamError::PeerRefused {
+            step,
+            status,
+            reason,
+        });
     }
-    parsed.ok_or_else(|| {
-        format!(
-            "{what} answered HTTP {status} with a body that is not JSON: {}",
-            excerpt(&String::from_utf8_lossy(body))
-        )
+    parsed.ok_or_else(|| UpstreamError::PeerNotJson {
+        step,
+        status,
+        excerpt: excerpt(&String::from_utf8_lossy(body)),
     })
 }
 

@@ -1,0 +1,141 @@
+//! The HTTP API's error answers, OpenAI-style: `{"error": {"message", "type", "code"}}`.
+//! The caller's mistakes are `invalid_request_error` (4xx); a failed turn or store is
+//! `server_error` (5xx).
+
+use super::store::StoreError;
+use hyper::StatusCode;
+use serde_json::{Value, json};
+
+/// Why a request was not answered with what it asked for.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// No `Authorization: Bearer <key>`, or the wrong key.
+    #[error("Invalid API key")]
+    InvalidApiKey,
+    /// A method and path the API does not serve.
+    #[error("No route for {method} {path}")]
+    NoRoute {
+        /// The method.
+        method: String,
+        /// The path.
+        path: String,
+    },
+    /// The body is not a JSON object.
+    #[error("Invalid JSON")]
+    InvalidJson,
+    /// A run without `input`.
+    #[error("Missing 'input' field")]
+    MissingInput,
+    /// A run whose `input` holds no user message.
+    #[error("No user message found in input")]
+    NoUserMessage,
+    /// An `author` that is not `{"id": non-empty, "name": str, "is_bot": bool}`.
+    #[error("invalid_author")]
+    InvalidAuthor,
+    /// A chat turn without a `message`.
+    #[error("Missing 'message' field")]
+    MissingMessage,
+    /// `POST /api/sessions` with an id that exists.
+    #[error("Session already exists: {0}")]
+    SessionExists(String),
+    /// A chat turn into a session that does not exist.
+    #[error("Session not found: {0}")]
+    SessionNotFound(String),
+    /// A run id the API does not know.
+    #[error("Run not found: {0}")]
+    RunNotFound(String),
+    /// An `Idempotency-Key` already used with another body.
+    #[error("Idempotency-Key reused with a different body")]
+    IdempotencyConflict,
+    /// The turn's executor failed, with its reason.
+    #[error("{0}")]
+    TurnFailed(String),
+    /// The turn was stopped before it answered.
+    #[error("The turn was stopped.")]
+    TurnStopped,
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl ApiError {
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::InvalidApiKey => StatusCode::UNAUTHORIZED,
+            ApiError::NoRoute { .. } | ApiError::SessionNotFound(_) | ApiError::RunNotFound(_) => {
+                StatusCode::NOT_FOUND
+            }
+            ApiError::InvalidJson
+            | ApiError::MissingInput
+            | ApiError::NoUserMessage
+            | ApiError::InvalidAuthor
+            | ApiError::MissingMessage => StatusCode::BAD_REQUEST,
+            ApiError::SessionExists(_) | ApiError::IdempotencyConflict => StatusCode::CONFLICT,
+            ApiError::TurnFailed(_) | ApiError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::TurnStopped => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// The machine-readable `code`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::InvalidApiKey => "invalid_api_key",
+            ApiError::NoRoute { .. } => "not_found",
+            ApiError::InvalidJson => "invalid_json",
+            ApiError::MissingInput => "missing_input",
+            ApiError::NoUserMessage => "no_user_message",
+            ApiError::InvalidAuthor => "invalid_author",
+            ApiError::MissingMessage => "missing_message",
+            ApiError::SessionExists(_) => "session_exists",
+            ApiError::SessionNotFound(_) => "session_not_found",
+            ApiError::RunNotFound(_) => "run_not_found",
+            ApiError::IdempotencyConflict => "idempotency_key_conflict",
+            ApiError::TurnFailed(_) => "turn_failed",
+            ApiError::TurnStopped => "turn_stopped",
+            ApiError::Store(_) => "internal_error",
+        }
+    }
+
+    /// The status and the body.
+    pub fn answer(&self) -> (StatusCode, Value) {
+        let status = self.status();
+        let kind = if status.is_server_error() {
+            "server_error"
+        } else {
+            "invalid_request_error"
+        };
+        let body =
+            json!({"error": {"message": self.to_string(), "type": kind, "code": self.code()}});
+        (status, body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_are_openai_style_with_the_type_by_blame() {
+        assert_eq!(
+            ApiError::RunNotFound("run_x".into()).answer(),
+            (
+                StatusCode::NOT_FOUND,
+                json!({"error": {"message": "Run not found: run_x", "type": "invalid_request_error", "code": "run_not_found"}})
+            )
+        );
+        assert_eq!(
+            ApiError::TurnStopped.answer(),
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({"error": {"message": "The turn was stopped.", "type": "server_error", "code": "turn_stopped"}})
+            )
+        );
+        let (status, body) = ApiError::TurnFailed("boom".into()).answer();
+        assert_eq!(
+            (status.as_u16(), &body["error"]["type"]),
+            (500, &json!("server_error"))
+        );
+        assert_eq!(ApiError::InvalidApiKey.status(), StatusCode::UNAUTHORIZED);
+    }
+}

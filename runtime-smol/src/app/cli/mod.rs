@@ -1,0 +1,69 @@
+//! The `connop` subcommands, behind the command-line parsing of `src/bin/connop.rs`: one
+//! module per subcommand, and what they share (the tool gateway set-up, the profile, signals,
+//! stdout). Each returns an [`AppError`], whose blame decides the exit code.
+
+pub mod connect;
+pub mod lease;
+pub mod listen;
+pub mod peer;
+pub mod serve;
+pub mod sim_gateway;
+mod tool_gateway;
+
+pub use tool_gateway::{ChosenToolGateway, choose_tool_gateway};
+
+use super::error::{AppError, EnvironmentError, UsageError};
+use async_signal::{Signal, Signals};
+use connop_core::operation::Text;
+use std::io::Write as _;
+use std::time::Duration;
+
+/// The profile: `CONNOP_HOME`, else `~/.connop`.
+pub fn profile() -> Text {
+    match std::env::var("CONNOP_HOME") {
+        Ok(home) if !home.is_empty() => home.into(),
+        _ => {
+            let home = std::env::var("HOME").unwrap_or_else(|_| ".".into());
+            format!("{home}/.connop").into()
+        }
+    }
+}
+
+/// A duration flag's value (`--tick 0.5`): a usage error naming the flag when it is
+/// negative, not finite, or too large.
+pub fn seconds(flag: &'static str, value: f64) -> Result<Duration, UsageError> {
+    Duration::try_from_secs_f64(value).map_err(|_| UsageError::Seconds { flag, value })
+}
+
+/// SIGINT and SIGTERM, watched from now on.
+fn watch_signals() -> Result<Signals, EnvironmentError> {
+    Signals::new([Signal::Term, Signal::Int]).map_err(EnvironmentError::Signals)
+}
+
+/// Writes `text` and a newline to stdout, and flushes. Not `println!`: a stdout whose reader
+/// went away is an error exit, not a panic.
+fn print_stdout(what: &'static str, text: &str) -> Result<(), AppError> {
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{text}")
+        .and_then(|()| stdout.flush())
+        .map_err(|source| EnvironmentError::Stdout { what, source }.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_name_their_flag_when_refused() {
+        assert_eq!(seconds("tick", 0.25).ok(), Some(Duration::from_millis(250)));
+        for bad in [-1.0, f64::NAN, f64::INFINITY, 1e300] {
+            let error = seconds("deadline", bad).expect_err("refused");
+            assert!(
+                error
+                    .to_string()
+                    .starts_with("--deadline must be a non-negative"),
+                "{error}"
+            );
+        }
+    }
+}

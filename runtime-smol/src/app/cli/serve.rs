@@ -1,0 +1,121 @@
+//! `connop gateway`: the JSON-RPC server (SPEC §7) on stdio and on listeners, and the HTTP
+//! API (SPEC §9) when `--http` is given, until a signal or the end of stdin.
+
+use super::listen::{Connections, ListenAddr, listen};
+use super::watch_signals;
+use crate::app::api::{Api, ApiConfig};
+use crate::app::error::{AppError, EnvironmentError};
+use crate::app::rpc::transport::serve_transport;
+use crate::app::rpc::{RpcConfig, RpcServer};
+use connop_blocking::sync::Count;
+use futures_lite::StreamExt;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Options of `connop gateway`.
+pub struct ServeOptions {
+    /// Serve stdio (also when neither a listener nor the HTTP API is asked for).
+    pub stdio: bool,
+    /// The JSON-RPC server's listeners.
+    pub listen: Vec<ListenAddr>,
+    /// The HTTP API of runs and sessions, if asked for.
+    pub http: Option<(SocketAddr, ApiConfig)>,
+    /// How the JSON-RPC server runs operations.
+    pub rpc: RpcConfig,
+}
+
+/// Serves until SIGINT, SIGTERM, or EOF of stdin when stdio is a transport; then settles
+/// every open operation `interrupt`, answers every pending manage, ends the active runs, and
+/// returns (within a second).
+pub fn serve(options: ServeOptions) -> Result<(), AppError> {
+    smol::block_on(async move {
+        let server = RpcServer::new(options.rpc);
+        let in_flight = Arc::new(Count::default());
+        let connections: Connections = Arc::default();
+        let mut listeners = Vec::new();
+        for addr in &options.listen {
+            listeners.push(listen(addr, &server, &in_flight, &connections).await?);
+        }
+        let api = match options.http {
+            Some((addr, config)) => {
+                let (api, task) = serve_api(addr, config).await?;
+                listeners.push(task);
+                Some(api)
+            }
+            None => None,
+        };
+        let stdio = options.stdio || (options.listen.is_empty() && api.is_none());
+        let mut signals = watch_signals()?;
+        let mut stdio_task = stdio.then(|| {
+            smol::spawn(serve_transport(
+                server.clone(),
+                in_flight.clone(),
+                smol::Unblock::new(std::io::stdin()),
+                smol::Unblock::new(std::io::stdout()),
+            ))
+        });
+        // EOF of stdin ends the stdio transport, and with it the process. The race borrows
+        // the task: dropping it would cancel its last answers.
+        let stdio_ended = match stdio_task.as_mut() {
+            Some(task) => {
+                futures_lite::future::or(
+                    async {
+                        task.await;
+                        true
+                    },
+                    async {
+                        signals.next().await;
+                        false
+                    },
+                )
+                .await
+            }
+            None => {
+                signals.next().await;
+                false
+            }
+        };
+        // Runs first (SPEC §9.1: marked interrupted, streams told), then operations.
+        if let Some(api) = &api {
+            api.shut_down(Duration::from_millis(400)).await;
+        }
+        server.shut_down();
+        drop(listeners);
+        let mut pending: Vec<smol::Task<()>> =
+            std::mem::take(&mut *connections.lock().unwrap_or_else(|p| p.into_inner()));
+        if !stdio_ended {
+            pending.extend(stdio_task);
+        }
+        let drained = async {
+            for task in pending {
+                task.await;
+            }
+            in_flight.wait_zero().await;
+        };
+        // Every pending answer goes out; the process leaves within a second regardless.
+        futures_lite::future::or(drained, async {
+            smol::Timer::after(Duration::from_millis(900)).await;
+        })
+        .await;
+        Ok(())
+    })
+}
+
+/// Opens the store, binds `addr`, says `listening http://<addr>`, and serves the HTTP API
+/// until the task is dropped.
+async fn serve_api(
+    addr: SocketAddr,
+    config: ApiConfig,
+) -> Result<(Arc<Api>, smol::Task<()>), AppError> {
+    let api = Api::open(config)?;
+    let failed = |source| EnvironmentError::Listen {
+        addr: addr.to_string(),
+        source,
+    };
+    let listener = smol::net::TcpListener::bind(addr).await.map_err(failed)?;
+    let bound = listener.local_addr().map_err(failed)?;
+    eprintln!("listening http://{bound}");
+    let task = smol::spawn(api.clone().serve(listener));
+    Ok((api, task))
+}

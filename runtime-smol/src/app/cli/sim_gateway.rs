@@ -1,0 +1,24 @@
+//! `connop sim-gateway`: the simulated tool gateway on its own, until SIGINT or SIGTERM.
+
+use super::watch_signals;
+use crate::app::error::{AppError, EnvironmentError};
+use crate::app::sim_gateway::{SimOptions, SimServer};
+use futures_lite::StreamExt;
+
+/// Runs the simulated tool gateway until SIGINT or SIGTERM.
+pub fn run_sim_tool_gateway(options: SimOptions) -> Result<(), AppError> {
+    smol::block_on(async move {
+        let (server, listener) =
+            SimServer::bind(&options).map_err(|source| EnvironmentError::Listen {
+                addr: options.listen.to_string(),
+                source,
+            })?;
+        eprintln!("listening {}", server.url());
+        let mut signals = watch_signals()?;
+        futures_lite::future::or(server.serve(listener), async {
+            signals.next().await;
+        })
+        .await;
+        Ok(())
+    })
+}

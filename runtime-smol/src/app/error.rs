@@ -1,0 +1,229 @@
+//! The application's errors, split by who has to act, as the core splits `CallerError` from
+//! `GatewayError`: the person at the command line ([`UsageError`]), this machine
+//! ([`EnvironmentError`]), or the service at the other end ([`UpstreamError`]: a peer
+//! gateway). [`AppError`] is any of them, and decides the exit code.
+//!
+//! Every message names what to fix: the flag, the path, the URL.
+
+use super::api::store::StoreError;
+use super::lease::Refusal;
+use connop_blocking::http::HttpError;
+use std::io;
+
+/// Any error a `connop` command ends with.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// The command line is wrong.
+    #[error(transparent)]
+    Usage(#[from] UsageError),
+    /// This machine refused something the command needs.
+    #[error(transparent)]
+    Environment(#[from] EnvironmentError),
+    /// The service at the other end failed or refused.
+    #[error(transparent)]
+    Upstream(#[from] UpstreamError),
+}
+
+impl AppError {
+    /// The exit status: 2 for a usage error (as for a flag the parser refuses), 1 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            AppError::Usage(_) => 2,
+            AppError::Environment(_) | AppError::Upstream(_) => 1,
+        }
+    }
+}
+
+impl From<StoreError> for AppError {
+    fn from(error: StoreError) -> Self {
+        AppError::Environment(error.into())
+    }
+}
+
+impl From<Refusal> for AppError {
+    fn from(refusal: Refusal) -> Self {
+        AppError::Environment(refusal.into())
+    }
+}
+
+/// The person's input is wrong: a flag's value, an argument, a variable. Exit 2.
+#[derive(Debug, thiserror::Error)]
+pub enum UsageError {
+    /// A duration flag that is negative, not finite, or too large.
+    #[error("--{flag} must be a non-negative number of seconds, not {value}")]
+    Seconds {
+        /// The flag, without its dashes.
+        flag: &'static str,
+        /// What was given.
+        value: f64,
+    },
+    /// `--sim-auto` with a hosted tool gateway, which it cannot reach.
+    #[error("--sim-auto applies to the embedded simulated gateway; unset CONNECTOR_GATEWAY_URL")]
+    SimAutoNeedsEmbedded,
+    /// `lease hold --metadata` that is not a JSON object.
+    #[error("--metadata must be a JSON object, e.g. '{{\"app\": \"desktop\"}}': {reason}")]
+    Metadata {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// `peer dm --url` that is no usable URL.
+    #[error("--url {url:?} is not a usable peer URL, e.g. http://127.0.0.1:8642: {reason}")]
+    PeerUrl {
+        /// What was given.
+        url: String,
+        /// Why it cannot be used.
+        reason: String,
+    },
+}
+
+/// This machine refused: a port, a file, the state database, a signal handler, stdout. Exit 1.
+#[derive(Debug, thiserror::Error)]
+pub enum EnvironmentError {
+    /// A listener could not be bound (in use, no permission, no such folder).
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address as the flag gave it (`tcp:…`, `unix:…`, `HOST:PORT`).
+        addr: String,
+        /// Why.
+        source: io::Error,
+    },
+    /// The state database (`CONNOP_HOME/state.db`) could not be opened or used.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The lease registry refused, or could not be used.
+    #[error("{reason}: {0}", reason = .0.reason())]
+    Lease(#[from] Refusal),
+    /// The embedded simulated tool gateway could not start.
+    #[error("cannot start the simulated gateway: {0}")]
+    EmbeddedToolGateway(io::Error),
+    /// An HTTP client (for the tool gateway or a peer) could not be made.
+    #[error(transparent)]
+    HttpClient(#[from] HttpError),
+    /// SIGINT and SIGTERM could not be watched.
+    #[error("cannot watch signals: {0}")]
+    Signals(io::Error),
+    /// The thread that reads the card's keys could not start.
+    #[error("cannot read keys: {0}")]
+    Keys(io::Error),
+    /// stdout went away (its reader closed it) before the output was written.
+    #[error("cannot write {what} to stdout: {source}")]
+    Stdout {
+        /// What was being written.
+        what: &'static str,
+        /// Why.
+        source: io::Error,
+    },
+}
+
+/// A peer gateway failed or refused (`connop peer dm`). Exit 1.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    /// Nothing came back: connection refused, timeout, reset.
+    #[error("{method} {url} failed: {source}")]
+    PeerUnreachable {
+        /// The request's method.
+        method: &'static str,
+        /// The request's URL.
+        url: String,
+        /// Why.
+        source: isahc::Error,
+    },
+    /// A step answered with an HTTP error.
+    #[error("{step} answered HTTP {status}: {reason}")]
+    PeerRefused {
+        /// The request (`GET /api/sessions`, …).
+        step: &'static str,
+        /// The status.
+        status: u16,
+        /// The peer's error message, or the start of its body.
+        reason: String,
+    },
+    /// A step answered with a body that is not JSON.
+    #[error("{step} answered HTTP {status} with a body that is not JSON: {excerpt}")]
+    PeerNotJson {
+        /// The request (`GET /api/sessions`, `the chat request`).
+        step: &'static str,
+        /// The status.
+        status: u16,
+        /// The start of the body.
+        excerpt: String,
+    },
+    /// A step answered JSON without what it must carry.
+    #[error("{step} answered without {missing}")]
+    PeerIncomplete {
+        /// The request.
+        step: &'static str,
+        /// What is missing (``a `session_id` ``, …).
+        missing: &'static str,
+    },
+    /// The chat request answered an error.
+    #[error("the peer answered HTTP {status} to the chat request: {message}")]
+    ChatRefused {
+        /// The status.
+        status: u16,
+        /// The peer's error message.
+        message: String,
+    },
+    /// The chat request answered neither a completion nor a queued turn.
+    #[error(
+        "the peer answered HTTP {status} to the chat request with an unknown answer \
+         (object {object:?}): {excerpt}"
+    )]
+    ChatUnknown {
+        /// The status.
+        status: u16,
+        /// The answer's `object`.
+        object: String,
+        /// The start of the answer.
+        excerpt: String,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_errors_exit_2_and_the_rest_1() {
+        let usage = AppError::from(UsageError::Seconds {
+            flag: "tick",
+            value: -1.0,
+        });
+        assert_eq!(usage.exit_code(), 2);
+        assert_eq!(
+            usage.to_string(),
+            "--tick must be a non-negative number of seconds, not -1"
+        );
+        let listen = AppError::from(EnvironmentError::Listen {
+            addr: "tcp:127.0.0.1:1".into(),
+            source: io::Error::from(io::ErrorKind::AddrInUse),
+        });
+        assert_eq!(listen.exit_code(), 1);
+        assert!(
+            listen
+                .to_string()
+                .starts_with("cannot listen on tcp:127.0.0.1:1: ")
+        );
+        let peer = AppError::from(UpstreamError::PeerRefused {
+            step: "GET /api/sessions",
+            status: 401,
+            reason: "Invalid API key".into(),
+        });
+        assert_eq!(peer.exit_code(), 1);
+        assert_eq!(
+            peer.to_string(),
+            "GET /api/sessions answered HTTP 401: Invalid API key"
+        );
+    }
+
+    #[test]
+    fn a_lease_refusal_keeps_its_reason_in_front() {
+        let refusal = Refusal::MaxConcurrentSessions { max: 2, live: 2 };
+        let error = AppError::from(refusal);
+        assert_eq!(error.exit_code(), 1);
+        assert_eq!(
+            error.to_string(),
+            "MAX_CONCURRENT_SESSIONS: 2 live sessions already reach the cap of 2; release one first"
+        );
+    }
+}

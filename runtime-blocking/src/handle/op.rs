@@ -117,6 +117,14 @@ impl State {
         }
     }
 
+    /// A burst (the mint's frames, the card) is over: a parked operation keeps no more queue
+    /// than a quiet tick needs.
+    fn settle_queue(&mut self) {
+        if self.queue.is_empty() && self.queue.capacity() > 4 {
+            self.queue.shrink_to(4);
+        }
+    }
+
     fn is_finished(&self) -> bool {
         self.result.is_some() && self.flow.is_done() && self.executed == self.fed
     }
@@ -379,6 +387,7 @@ impl OpHandle {
             }
             if state.executed == state.fed || state.pump.is_some() {
                 // Nothing to run, or another thread runs it and wakes us when done.
+                state.settle_queue();
                 return Next::Sleep(state.park(clock, waker));
             }
             state.pump = Some(me);
@@ -440,6 +449,7 @@ impl OpHandle {
                     Some(effect) => effect,
                     None => {
                         state.pump = None;
+                        state.settle_queue();
                         let waker = state.waker.take();
                         drop(state);
                         self.0.progress.notify(usize::MAX);

@@ -1,8 +1,9 @@
 //! Load test of the blocking runtime: many card-path operations, one thread each (small
-//! stacks), gateway calls inline against a lean in-process gateway that answers at once.
+//! stacks), against a lean in-process gateway that answers at once; its calls run inline, or
+//! with `worker` on a worker thread per operation as with an HTTP tool gateway.
 //!
-//! `cargo run --release -p connop-blocking --example blocking_load -- [OPS] [WATCH_SECS] [PARK_SECS]`
-//! (defaults 1000, 30, 10).
+//! `cargo run --release -p connop-blocking --example blocking_load -- [OPS] [WATCH_SECS] [PARK_SECS] [TICK_MS] [inline|worker]`
+//! (defaults 1000, 30, 10, 1000, inline).
 //!
 //! - Idle baseline: the main thread sleeps PARK_SECS.
 //! - Phase 1 (watching): OPS operations of 3 targets; each account turns `active` at a random
@@ -34,18 +35,29 @@ static GLOBAL: Counting = Counting;
 /// The stack of each operation's thread.
 const STACK: usize = 256 * 1024;
 
+/// How gateway calls run: `inline` on the operation's thread (an in-process gateway), or
+/// `worker`: on a worker thread per operation, as with an HTTP tool gateway (the default of
+/// `manage_connections`).
+fn worker_calls() -> bool {
+    std::env::args().nth(5).as_deref() == Some("worker")
+}
+
 fn context(
     registry: &SharedRegistry,
     gateway: Arc<dyn BlockingToolGateway>,
     cards: &Arc<AtomicUsize>,
     deadline: Duration,
+    tick: Duration,
 ) -> ToolContext<dyn BlockingToolGateway> {
     let mut ctx: ToolContext<dyn BlockingToolGateway> =
         ToolContext::new(registry.clone(), "", gateway.clone());
     ctx.surface = Surface::Desktop;
     ctx.events = Some(card_counter(cards));
     ctx.deadline = deadline;
-    ctx.calls = Some(Arc::new(connop_blocking::InlineCalls(gateway)));
+    ctx.tick = tick;
+    if !worker_calls() {
+        ctx.calls = Some(Arc::new(connop_blocking::InlineCalls(gateway)));
+    }
     ctx
 }
 
@@ -100,6 +112,7 @@ fn main() {
         ops,
         watch_secs,
         park_secs,
+        tick_ms,
     } = args;
     let park = args.park();
     // The fake gateways' state is allocated (and touched) before "RSS before".
@@ -109,8 +122,9 @@ fn main() {
     let mut f = Figures::new(
         format!(
             "connop-blocking load: {ops} ops x 3 targets, watch {watch_secs} s, \
-             park {park_secs} s, 1 thread per op ({} KiB stack), inline calls",
-            STACK / 1024
+             park {park_secs} s, tick {tick_ms} ms, 1 thread per op ({} KiB stack), {} calls",
+            STACK / 1024,
+            if worker_calls() { "worker" } else { "inline" }
         ),
         ops,
         park_secs,
@@ -128,7 +142,7 @@ fn main() {
     eprintln!("phase 1: {ops} operations watching (accounts complete within {watch_secs} s)...");
     let cards = Arc::new(AtomicUsize::new(0));
     let deadline = Duration::from_secs(watch_secs + 30);
-    let ctx = context(&registry, watch_gw, &cards, deadline);
+    let ctx = context(&registry, watch_gw, &cards, deadline, args.tick());
     let (start, c0) = (Instant::now(), process_cpu());
     let threads = spawn_ops(&ctx, "s", ops, ("all_resolved", "connected"));
     drop(ctx);
@@ -146,7 +160,7 @@ fn main() {
     let cards = Arc::new(AtomicUsize::new(0));
     let interrupt = Interrupt::new();
     let deadline = Duration::from_secs(park_secs + 60);
-    let mut ctx = context(&registry, park_gw, &cards, deadline);
+    let mut ctx = context(&registry, park_gw, &cards, deadline, args.tick());
     ctx.interrupt = Some(interrupt.clone());
     let (start, c0) = (Instant::now(), process_cpu());
     let threads = spawn_ops(&ctx, "p", ops, ("interrupt", "not_connected"));

@@ -1,8 +1,8 @@
 //! Load test of the smol runtime: many card-path operations on ONE executor thread, against
 //! a lean in-process gateway that answers at once.
 //!
-//! `cargo run --release -p connop-smol --example smol_load -- [OPS] [WATCH_SECS] [PARK_SECS]`
-//! (defaults 10000, 30, 10).
+//! `cargo run --release -p connop-smol --example smol_load -- [OPS] [WATCH_SECS] [PARK_SECS] [TICK_MS]`
+//! (defaults 10000, 30, 10, 1000).
 //!
 //! - Idle baseline: the executor runs nothing but a PARK_SECS timer.
 //! - Phase 1 (watching): OPS operations of 3 targets; each account turns `active` at a random
@@ -36,12 +36,14 @@ fn context(
     gateway: Arc<dyn AsyncToolGateway>,
     cards: &Arc<AtomicUsize>,
     deadline: Duration,
+    tick: Duration,
 ) -> ToolContext<dyn AsyncToolGateway> {
     let mut ctx: ToolContext<dyn AsyncToolGateway> =
         ToolContext::new(registry.clone(), "", gateway);
     ctx.surface = Surface::Desktop;
     ctx.events = Some(card_counter(cards));
     ctx.deadline = deadline;
+    ctx.tick = tick;
     ctx
 }
 
@@ -90,6 +92,7 @@ fn main() {
         ops,
         watch_secs,
         park_secs,
+        tick_ms,
     } = args;
     let park = args.park();
     // The fake gateways' state is allocated (and touched) before "RSS before".
@@ -101,7 +104,7 @@ fn main() {
         let mut f = Figures::new(
             format!(
                 "connop-smol load: {ops} ops x 3 targets, watch {watch_secs} s, \
-                 park {park_secs} s, 1 executor thread"
+                 park {park_secs} s, tick {tick_ms} ms, 1 executor thread"
             ),
             ops,
             park_secs,
@@ -121,7 +124,7 @@ fn main() {
         );
         let cards = Arc::new(AtomicUsize::new(0));
         let deadline = Duration::from_secs(watch_secs + 30);
-        let ctx = context(&registry, watch_gw.clone(), &cards, deadline);
+        let ctx = context(&registry, watch_gw.clone(), &cards, deadline, args.tick());
         let (start, c0) = (Instant::now(), process_cpu());
         let tasks = spawn_ops(&ex, &ctx, "s", ops, ("all_resolved", "connected"));
         drop(ctx);
@@ -139,7 +142,7 @@ fn main() {
         let cards = Arc::new(AtomicUsize::new(0));
         let interrupt = Interrupt::new();
         let deadline = Duration::from_secs(park_secs + 60);
-        let mut ctx = context(&registry, park_gw.clone(), &cards, deadline);
+        let mut ctx = context(&registry, park_gw.clone(), &cards, deadline, args.tick());
         ctx.interrupt = Some(interrupt.clone());
         let (start, c0) = (Instant::now(), process_cpu());
         let tasks = spawn_ops(&ex, &ctx, "p", ops, ("interrupt", "not_connected"));

@@ -87,15 +87,15 @@ impl SystemClock {
     /// (`at` itself when the slack is zero or the slot is past what `Instant` holds).
     pub fn coalesced(&self, at: Instant) -> Instant {
         static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-        let grid = self.slack.as_nanos();
+        let grid = nanos(self.slack);
         if grid == 0 {
             return at;
         }
         let origin = *ORIGIN.get_or_init(Instant::now);
-        let since = at.saturating_duration_since(origin).as_nanos();
-        u64::try_from(since.div_ceil(grid) * grid)
-            .ok()
-            .and_then(|nanos| origin.checked_add(Duration::from_nanos(nanos)))
+        nanos(at.saturating_duration_since(origin))
+            .div_ceil(grid)
+            .checked_mul(grid)
+            .and_then(|slot| origin.checked_add(Duration::from_nanos(slot)))
             .filter(|slot| *slot >= at)
             .unwrap_or(at)
     }
@@ -118,6 +118,14 @@ impl SystemClock {
             after /= 2;
         }
     }
+}
+
+/// A duration in nanoseconds, saturating (u64 nanoseconds reach 584 years).
+fn nanos(d: Duration) -> u64 {
+    d.as_secs()
+        .checked_mul(1_000_000_000)
+        .and_then(|n| n.checked_add(u64::from(d.subsec_nanos())))
+        .unwrap_or(u64::MAX)
 }
 
 impl Default for SystemClock {

@@ -1,15 +1,13 @@
 //! The smol runtime: one operation as a future. Gateway calls run concurrently inside that
-//! future (no task per call); the timer is one `async_io::Timer`, re-armed from each
-//! [`OpHandle::step`]; any input from another thread or task wakes it through the waker the
-//! step registered (no allocation per wait).
+//! future (no task per call); its next wake-up is filed with the coalesced timers (one wake
+//! for every operation due in the same slot); any input from another thread or task wakes it
+//! through the waker [`OpHandle::step`] registered (no allocation per wait).
 
 use connop_blocking::{Answer, DriverCall, Next, OpHandle, ResultForm, ToolContext};
 use connop_core::tool::ToolResult;
 use connop_core::tool_gateway::{AsyncToolGateway, BoxFuture, CallId, GatewayError, GatewayReply};
 use futures_lite::future::poll_fn;
 use serde_json::Value;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
@@ -22,7 +20,7 @@ pub async fn run_to_end(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>) -> T
     let mut in_flight: Vec<(CallId, CallFuture)> = Vec::new();
     let mut answers: Vec<Answer> = Vec::new();
     let mut calls: Vec<DriverCall> = Vec::new();
-    let mut timer = async_io::Timer::never();
+    // The wake-up filed with the timers, if any.
     let mut armed: Option<Instant> = None;
     poll_fn(|cx| {
         loop {
@@ -45,16 +43,15 @@ pub async fn run_to_end(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>) -> T
                         }
                         continue;
                     }
-                    if at != armed {
-                        match at {
-                            Some(at) => timer.set_at(at),
-                            None => timer = async_io::Timer::never(),
+                    if let Some(at) = at {
+                        if at <= Instant::now() {
+                            armed = None;
+                            continue;
                         }
-                        armed = at;
-                    }
-                    if Pin::new(&mut timer).poll(cx).is_ready() {
-                        armed = None;
-                        continue;
+                        if armed != Some(at) {
+                            crate::timers::wake_at(at, cx.waker());
+                            armed = Some(at);
+                        }
                     }
                     return Poll::Pending;
                 }

@@ -129,10 +129,16 @@ impl State {
         self.result.is_some() && self.flow.is_done() && self.executed == self.fed
     }
 
-    /// The driver goes to sleep: its clock says how, and its waker takes the slot.
-    fn park(&mut self, clock: &dyn Clock, waker: &Waker) -> Option<Instant> {
+    /// The driver goes to sleep until `until` (the flow's next wake-up): its clock says how,
+    /// and its waker takes the slot.
+    fn park(
+        &mut self,
+        clock: &dyn Clock,
+        waker: &Waker,
+        until: Option<Timestamp>,
+    ) -> Option<Instant> {
         let nap = Nap {
-            until: self.flow.poll_timeout().map(|wake| wake.at),
+            until,
             calls_in_flight: self.flow.calls_in_flight(),
         };
         match clock.nap(nap, waker) {
@@ -365,9 +371,11 @@ impl OpHandle {
                 debug_assert!(fed.is_ok(), "a reply of the wrong kind: {fed:?}");
                 state.drain();
             }
-            if state.flow.poll_timeout().is_some_and(|wake| wake.at <= now) {
+            let mut wake = state.flow.poll_timeout();
+            if wake.is_some_and(|wake| wake.at <= now) {
                 state.flow.handle_timeout(now);
                 state.drain();
+                wake = state.flow.poll_timeout();
             }
             calls.append(&mut state.for_driver);
             if env.calls.is_none() && state.pump.is_none() {
@@ -388,7 +396,7 @@ impl OpHandle {
             if state.executed == state.fed || state.pump.is_some() {
                 // Nothing to run, or another thread runs it and wakes us when done.
                 state.settle_queue();
-                return Next::Sleep(state.park(clock, waker));
+                return Next::Sleep(state.park(clock, waker, wake.map(|wake| wake.at)));
             }
             state.pump = Some(me);
             drop(state);

@@ -239,6 +239,13 @@ async fn read_requests<R: AsyncRead + Unpin>(
     // Past the limit the rest of the line is skipped, never buffered.
     let mut too_long = false;
     let closed = loop {
+        // Checked first: a read that is always ready would win every race below.
+        if transport.out.is_over() {
+            break Closed::OutputLimit;
+        }
+        if server.stopping.is_on() {
+            break Closed::Shutdown;
+        }
         let read = futures_lite::future::or(
             async { Ok(reader.read(&mut chunk).await) },
             futures_lite::future::or(
@@ -260,7 +267,7 @@ async fn read_requests<R: AsyncRead + Unpin>(
             Err(closed) => break closed,
         };
         let mut rest = &chunk[..n];
-        while !rest.is_empty() {
+        while !rest.is_empty() && !transport.out.is_over() {
             let end = rest.iter().position(|b| *b == b'\n');
             let piece = &rest[..end.unwrap_or(rest.len())];
             if !too_long {
@@ -280,6 +287,9 @@ async fn read_requests<R: AsyncRead + Unpin>(
                 None => rest = &[],
             }
         }
+        // A client that keeps the socket full would otherwise keep this task running, and
+        // the other transports' tasks (and this one's writer) waiting.
+        futures_lite::future::yield_now().await;
     };
     if closed == Closed::Eof && (!line.is_empty() || too_long) {
         take_line(server, transport, in_flight, mine, &line, too_long);

@@ -15,10 +15,10 @@ use std::time::Duration;
 /// The `Content-Type` of [`encode`]'s text.
 pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 
-/// A label set of one label.
+/// How an operation ended.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Reason {
-    /// How an operation ended: a settle reason, or `unsettled` (its prepare failed).
+    /// A settle reason, `failed` or `links`.
     pub reason: &'static str,
 }
 
@@ -52,7 +52,8 @@ pub struct Metrics {
     registry: Registry,
     /// Operations started and not yet ended.
     pub operations_open: Gauge,
-    /// Operations ended, by settle reason (`unsettled` when prepare failed).
+    /// Operations ended: by settle reason, `failed` (prepare failed, closed unsettled) or
+    /// `links` (the links path returned them unsettled).
     pub operations_settled: Family<Reason, Counter>,
     /// Tool-gateway calls, by route and outcome (a call includes its pages and its retry).
     pub tool_gateway_requests: Family<RouteOutcome, Counter>,
@@ -101,7 +102,7 @@ impl Metrics {
         );
         registry.register(
             "connop_operations_settled",
-            "Connection operations ended, by settle reason (unsettled: prepare failed)",
+            "Connection operations ended, by settle reason (failed: prepare failed; links: returned unsettled)",
             metrics.operations_settled.clone(),
         );
         registry.register(
@@ -144,6 +145,27 @@ impl Metrics {
             "Agent commands (--agent-cmd) running",
             metrics.agent_commands_running.clone(),
         );
+        // Every series a dashboard expects is there from the start, at zero.
+        for reason in [
+            "all_resolved",
+            "continue",
+            "deadline",
+            "interrupt",
+            "failed",
+            "links",
+        ] {
+            let _ = metrics.operations_settled.get_or_create(&Reason { reason });
+        }
+        for route in ["list", "mint", "account"] {
+            let _ = metrics.tool_gateway_requests.get_or_create(&RouteOutcome {
+                route,
+                outcome: "ok",
+            });
+            let _ = metrics.tool_gateway_latency.get_or_create(&Route { route });
+        }
+        for status in ["completed", "failed", "cancelled", "interrupted"] {
+            let _ = metrics.runs_finished.get_or_create(&Status { status });
+        }
         Metrics {
             registry,
             ..metrics

@@ -5,26 +5,25 @@
 
 use connop_blocking::{Answer, DriverCall, Next, OpHandle, ResultForm, ToolContext};
 use connop_core::tool::ToolResult;
-use connop_core::tool_gateway::{AsyncToolGateway, BoxFuture, CallId, GatewayError, GatewayReply};
+use connop_core::tool_gateway::{AsyncToolGateway, CallId, GatewayFuture};
 use futures_lite::future::poll_fn;
 use serde_json::Value;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
 
-type CallFuture = BoxFuture<'static, Result<GatewayReply, GatewayError>>;
-
 /// Drives an operation until its tool call returns, and returns the result. Its gateway
 /// calls (those the driver starts) go to `gateway`, each as a future polled inside this one.
 pub async fn run_to_end(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>) -> ToolResult {
-    let mut in_flight: Vec<(CallId, CallFuture)> = Vec::new();
+    let mut in_flight: Vec<(CallId, GatewayFuture)> = Vec::new();
     let mut answers: Vec<Answer> = Vec::new();
     let mut calls: Vec<DriverCall> = Vec::new();
     // The wake-up filed with the timers, if any.
     let mut armed: Option<Instant> = None;
     poll_fn(|cx| {
         loop {
-            in_flight.retain_mut(|(id, call)| match call.as_mut().poll(cx) {
+            in_flight.retain_mut(|(id, call)| match Pin::new(call).poll(cx) {
                 Poll::Ready(answer) => {
                     answers.push((*id, answer));
                     false
@@ -36,10 +35,10 @@ pub async fn run_to_end(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>) -> T
                 Next::Sleep(at) => {
                     if !calls.is_empty() {
                         for (id, call) in calls.drain(..) {
-                            let gateway = gateway.clone();
-                            let future: CallFuture =
-                                Box::pin(async move { gateway.call(&call).await });
-                            in_flight.push((id, future));
+                            match gateway.clone().call(call) {
+                                GatewayFuture::Ready(Some(answer)) => answers.push((id, answer)),
+                                pending => in_flight.push((id, pending)),
+                            }
                         }
                         continue;
                     }

@@ -266,7 +266,7 @@ impl RpcServer {
 
     async fn list(&self) -> Result<Value, RpcError> {
         let call = GatewayCall::List { timeout: None };
-        let rows = self.config.tool_gateway.call(&call).await;
+        let rows = self.config.tool_gateway.clone().call(call).await;
         match rows.and_then(GatewayReply::into_connectors) {
             Ok(rows) => {
                 let rows: Vec<Value> = rows.into_iter().map(|r| r.raw).collect();

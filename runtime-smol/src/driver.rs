@@ -32,14 +32,11 @@ pub async fn run_to_end(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>) -> T
             });
             match op.step(&mut answers, &mut calls, cx.waker()) {
                 Next::Finished => return Poll::Ready(()),
+                Next::Start => start(gateway, &mut calls, &mut answers, &mut in_flight),
                 Next::Sleep(at) => {
                     if !calls.is_empty() {
-                        for (id, call) in calls.drain(..) {
-                            match gateway.clone().call(call) {
-                                GatewayFuture::Ready(Some(answer)) => answers.push((id, answer)),
-                                pending => in_flight.push((id, pending)),
-                            }
-                        }
+                        // Handed over by another thread's pump.
+                        start(gateway, &mut calls, &mut answers, &mut in_flight);
                         continue;
                     }
                     if let Some(at) = at {
@@ -60,6 +57,21 @@ pub async fn run_to_end(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>) -> T
     .await;
     op.result()
         .unwrap_or_else(|| ToolResult::Error("the operation ended without a result".into()))
+}
+
+/// Starts `calls`: an answer known at once joins `answers`, the others `in_flight`.
+fn start(
+    gateway: &Arc<dyn AsyncToolGateway>,
+    calls: &mut Vec<DriverCall>,
+    answers: &mut Vec<Answer>,
+    in_flight: &mut Vec<(CallId, GatewayFuture)>,
+) {
+    for (id, call) in calls.drain(..) {
+        match gateway.clone().call(call) {
+            GatewayFuture::Ready(Some(answer)) => answers.push((id, answer)),
+            pending => in_flight.push((id, pending)),
+        }
+    }
 }
 
 /// Runs one `manage_connections` tool call as a future and returns its result as JSON. On

@@ -172,6 +172,9 @@ pub struct OpShared {
 pub enum Next {
     /// The tool call returned; nothing is left to run.
     Finished,
+    /// Start the calls this step handed out, then step again (the waker is not registered:
+    /// the driver comes straight back).
+    Start,
     /// Sleep until the waker is woken, or until this instant of the monotonic clock.
     Sleep(Option<Instant>),
 }
@@ -377,6 +380,7 @@ impl OpHandle {
                 state.drain();
                 wake = state.flow.poll_timeout();
             }
+            let handed = calls.len();
             calls.append(&mut state.for_driver);
             if env.calls.is_none() && state.pump.is_none() {
                 // The driver's own calls at the head of the queue need no pump: they are
@@ -387,6 +391,11 @@ impl OpHandle {
                         calls.push((id, call));
                     }
                 }
+            }
+            if calls.len() > handed && state.executed == state.fed && state.pump.is_none() {
+                // Calls first: their answers (often ready at once) bring the driver back.
+                state.settle_queue();
+                return Next::Start;
             }
             if state.is_finished() {
                 drop(state);

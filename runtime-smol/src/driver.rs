@@ -66,6 +66,8 @@ fn start(
     answers: &mut Vec<Answer>,
     in_flight: &mut Vec<(CallId, GatewayFuture)>,
 ) {
+    // Room for exactly this many: a parked operation keeps its buffers for every tick.
+    answers.reserve_exact(calls.len());
     for (id, call) in calls.drain(..) {
         match gateway.clone().call(call) {
             GatewayFuture::Ready(Some(answer)) => answers.push((id, answer)),

@@ -7,6 +7,10 @@
 use crate::operation::{OpId, Text};
 use serde_json::Value;
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 /// Correlates a gateway call with its reply.
@@ -415,13 +419,60 @@ pub trait BlockingToolGateway: Send + Sync {
     fn call(&self, call: &GatewayCall) -> Result<GatewayReply, GatewayError>;
 }
 
-/// The tool gateway for async hosts: the same one method as [`BlockingToolGateway`].
+/// The tool gateway for async hosts: the same one method as [`BlockingToolGateway`]. The
+/// call and the gateway are handed over owned, so the answer is a `'static` future the driver
+/// keeps as it is; an in-process gateway that knows the answer at once returns it ready, with
+/// no allocation.
 pub trait AsyncToolGateway: Send + Sync {
     /// Runs one call to its end; see [`BlockingToolGateway::call`].
-    fn call<'a>(
-        &'a self,
-        call: &'a GatewayCall,
-    ) -> BoxFuture<'a, Result<GatewayReply, GatewayError>>;
+    fn call(self: Arc<Self>, call: GatewayCall) -> GatewayFuture;
+}
+
+/// An async tool gateway's answer to one call.
+#[must_use = "a gateway call does nothing until its answer is awaited"]
+pub enum GatewayFuture {
+    /// Known at once (`None` once taken).
+    Ready(Option<Result<GatewayReply, GatewayError>>),
+    /// Still on its way.
+    Pending(BoxFuture<'static, Result<GatewayReply, GatewayError>>),
+}
+
+impl GatewayFuture {
+    /// An answer known at once.
+    pub fn ready(answer: Result<GatewayReply, GatewayError>) -> Self {
+        GatewayFuture::Ready(Some(answer))
+    }
+
+    /// An answer still on its way.
+    pub fn pending(
+        answer: impl Future<Output = Result<GatewayReply, GatewayError>> + Send + 'static,
+    ) -> Self {
+        GatewayFuture::Pending(Box::pin(answer))
+    }
+}
+
+impl Future for GatewayFuture {
+    type Output = Result<GatewayReply, GatewayError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match &mut *self {
+            GatewayFuture::Ready(answer) => Poll::Ready(answer.take().unwrap_or_else(|| {
+                Err(GatewayError::Transport(
+                    "the call was polled after it answered".into(),
+                ))
+            })),
+            GatewayFuture::Pending(answer) => answer.as_mut().poll(cx),
+        }
+    }
+}
+
+impl std::fmt::Debug for GatewayFuture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GatewayFuture::Ready(answer) => f.debug_tuple("Ready").field(answer).finish(),
+            GatewayFuture::Pending(_) => f.write_str("Pending"),
+        }
+    }
 }
 
 #[cfg(test)]

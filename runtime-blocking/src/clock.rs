@@ -57,6 +57,15 @@ pub struct SystemClock {
     base_instant: Instant,
     base: Timestamp,
     slack: Duration,
+    /// Nanoseconds from the process's grid origin to `base_instant`: a timer instant is then
+    /// integer arithmetic and one `Instant` addition.
+    origin_to_base: u64,
+}
+
+/// The origin of the process's timer grid, shared by every clock so their slots coincide.
+fn grid_origin() -> Instant {
+    static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *ORIGIN.get_or_init(Instant::now)
 }
 
 impl SystemClock {
@@ -65,10 +74,13 @@ impl SystemClock {
         let since_epoch = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or(Duration::ZERO);
+        let origin = grid_origin();
+        let base_instant = Instant::now();
         SystemClock {
-            base_instant: Instant::now(),
+            base_instant,
             base: Timestamp::from_unix(since_epoch),
             slack: DEFAULT_SLACK,
+            origin_to_base: nanos(base_instant.saturating_duration_since(origin)),
         }
     }
 
@@ -86,18 +98,26 @@ impl SystemClock {
     /// The instant a timer for `at` is armed at: the end of its slot on the process's grid
     /// (`at` itself when the slack is zero or the slot is past what `Instant` holds).
     pub fn coalesced(&self, at: Instant) -> Instant {
-        static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-        let grid = nanos(self.slack);
-        if grid == 0 {
-            return at;
-        }
-        let origin = *ORIGIN.get_or_init(Instant::now);
-        nanos(at.saturating_duration_since(origin))
-            .div_ceil(grid)
-            .checked_mul(grid)
-            .and_then(|slot| origin.checked_add(Duration::from_nanos(slot)))
+        self.slot_end(nanos(at.saturating_duration_since(grid_origin())))
             .filter(|slot| *slot >= at)
             .unwrap_or(at)
+    }
+
+    /// The end of the slot that `since_origin` nanoseconds after the grid's origin falls in.
+    fn slot_end(&self, since_origin: u64) -> Option<Instant> {
+        let grid = nanos(self.slack).max(1);
+        let slot = since_origin.div_ceil(grid).checked_mul(grid)?;
+        grid_origin().checked_add(Duration::from_nanos(slot))
+    }
+
+    /// The timer instant for the core's `at`: [`instant_of`](Self::instant_of) then
+    /// [`coalesced`](Self::coalesced), in integer arithmetic on the common path.
+    pub fn timer_at(&self, at: Timestamp) -> Instant {
+        let after = at.as_nanos().saturating_sub(self.base.as_nanos());
+        self.origin_to_base
+            .checked_add(after)
+            .and_then(|since| self.slot_end(since))
+            .unwrap_or_else(|| self.coalesced(self.instant_of(at)))
     }
 
     /// Now, as the core counts time.
@@ -140,7 +160,7 @@ impl Clock for SystemClock {
     }
 
     fn nap(&self, nap: Nap, _waker: &Waker) -> Napping {
-        Napping::Timer(nap.until.map(|at| self.coalesced(self.instant_of(at))))
+        Napping::Timer(nap.until.map(|at| self.timer_at(at)))
     }
 }
 
@@ -201,6 +221,11 @@ mod tests {
         }
         // 51 wake-ups over 50 ms share at most 6 slots of 10 ms.
         assert!(slots.len() <= 6, "{} slots", slots.len());
+        // The integer path agrees with instant-then-grid, to the nanosecond.
+        for micros in [0, 1, 9_999, 10_000, 10_001, 123_456_789] {
+            let at = clock.now() + Duration::from_micros(micros);
+            assert_eq!(clock.timer_at(at), clock.coalesced(clock.instant_of(at)));
+        }
         let exact = clock.with_slack(Duration::ZERO);
         assert_eq!(
             exact.coalesced(now + Duration::from_micros(3)),

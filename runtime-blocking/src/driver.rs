@@ -65,6 +65,8 @@ fn run(op: &OpHandle) {
     loop {
         match op.step(&mut answers, &mut calls, &waker) {
             Next::Finished => return,
+            // This driver's calls go to a starter: none come out of its steps.
+            Next::Start => debug_assert!(calls.is_empty(), "calls for a blocking driver"),
             Next::Sleep(Some(at)) => {
                 std::thread::park_timeout(at.saturating_duration_since(Instant::now()))
             }

@@ -5,26 +5,25 @@
 
 use connop_blocking::{Answer, DriverCall, Next, OpHandle, ResultForm, ToolContext};
 use connop_core::tool::ToolResult;
-use connop_core::tool_gateway::{AsyncToolGateway, BoxFuture, CallId, GatewayError, GatewayReply};
+use connop_core::tool_gateway::{AsyncToolGateway, CallId, GatewayFuture};
 use futures_lite::future::poll_fn;
 use serde_json::Value;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
 
-type CallFuture = BoxFuture<'static, Result<GatewayReply, GatewayError>>;
-
 /// Drives an operation until its tool call returns, and returns the result. Its gateway
 /// calls (those the driver starts) go to `gateway`, each as a future polled inside this one.
 pub async fn run_to_end(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>) -> ToolResult {
-    let mut in_flight: Vec<(CallId, CallFuture)> = Vec::new();
+    let mut in_flight: Vec<(CallId, GatewayFuture)> = Vec::new();
     let mut answers: Vec<Answer> = Vec::new();
     let mut calls: Vec<DriverCall> = Vec::new();
     // The wake-up filed with the timers, if any.
     let mut armed: Option<Instant> = None;
     poll_fn(|cx| {
         loop {
-            in_flight.retain_mut(|(id, call)| match call.as_mut().poll(cx) {
+            in_flight.retain_mut(|(id, call)| match Pin::new(call).poll(cx) {
                 Poll::Ready(answer) => {
                     answers.push((*id, answer));
                     false
@@ -33,14 +32,11 @@ pub async fn run_to_end(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>) -> T
             });
             match op.step(&mut answers, &mut calls, cx.waker()) {
                 Next::Finished => return Poll::Ready(()),
+                Next::Start => start(gateway, &mut calls, &mut answers, &mut in_flight),
                 Next::Sleep(at) => {
                     if !calls.is_empty() {
-                        for (id, call) in calls.drain(..) {
-                            let gateway = gateway.clone();
-                            let future: CallFuture =
-                                Box::pin(async move { gateway.call(&call).await });
-                            in_flight.push((id, future));
-                        }
+                        // Handed over by another thread's pump.
+                        start(gateway, &mut calls, &mut answers, &mut in_flight);
                         continue;
                     }
                     if let Some(at) = at {
@@ -61,6 +57,23 @@ pub async fn run_to_end(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>) -> T
     .await;
     op.result()
         .unwrap_or_else(|| ToolResult::Error("the operation ended without a result".into()))
+}
+
+/// Starts `calls`: an answer known at once joins `answers`, the others `in_flight`.
+fn start(
+    gateway: &Arc<dyn AsyncToolGateway>,
+    calls: &mut Vec<DriverCall>,
+    answers: &mut Vec<Answer>,
+    in_flight: &mut Vec<(CallId, GatewayFuture)>,
+) {
+    // Room for exactly this many: a parked operation keeps its buffers for every tick.
+    answers.reserve_exact(calls.len());
+    for (id, call) in calls.drain(..) {
+        match gateway.clone().call(call) {
+            GatewayFuture::Ready(Some(answer)) => answers.push((id, answer)),
+            pending => in_flight.push((id, pending)),
+        }
+    }
 }
 
 /// Runs one `manage_connections` tool call as a future and returns its result as JSON. On

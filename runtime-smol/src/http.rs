@@ -8,12 +8,11 @@ use connop_blocking::http::{
     HttpError, MAX_BODY, body_error, env_config, mint_client, to_isahc, to_wire, too_large,
     transport_error,
 };
-use connop_core::tool_gateway::{
-    AsyncToolGateway, BoxFuture, GatewayCall, GatewayError, GatewayReply,
-};
+use connop_core::tool_gateway::{AsyncToolGateway, GatewayCall, GatewayFuture};
 use connop_core::wire::{self, Answer, ClientConfig, Exchange, Method};
 use futures_lite::io::AsyncReadExt;
 use isahc::HttpClient;
+use std::sync::Arc;
 
 /// The tool gateway over HTTP for async hosts. One isahc client per gateway, so connections
 /// are reused across calls and across concurrent operations — except by the mint.
@@ -86,15 +85,14 @@ impl AsyncHttpToolGateway {
 impl AsyncToolGateway for AsyncHttpToolGateway {
     /// Runs the call's [`Exchange`] to its end (pages, the one retry), sending each request
     /// with [`send`](AsyncHttpToolGateway::send).
-    fn call<'a>(
-        &'a self,
-        call: &'a GatewayCall,
-    ) -> BoxFuture<'a, Result<GatewayReply, GatewayError>> {
-        Box::pin(Exchange::run_async(
-            &self.config,
-            call,
-            move |request| async move { self.send(&request).await },
-        ))
+    fn call(self: Arc<Self>, call: GatewayCall) -> GatewayFuture {
+        GatewayFuture::pending(async move {
+            let this = &self;
+            Exchange::run_async(&self.config, &call, move |request| async move {
+                this.send(&request).await
+            })
+            .await
+        })
     }
 }
 
@@ -102,16 +100,16 @@ impl AsyncToolGateway for AsyncHttpToolGateway {
 mod tests {
     //! What both clients must do is tested once, on both, in `tests/tests/http_clients.rs`.
     use super::*;
+    use connop_core::tool_gateway::{GatewayError, GatewayReply};
     use connop_fixtures::canned::{Canned, Server, mint_request, reply};
     use serde_json::json;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
 
-    fn mint(gateway: &AsyncHttpToolGateway) -> BoxFuture<'_, Result<GatewayReply, GatewayError>> {
-        Box::pin(async move {
-            let call = GatewayCall::Mint(Box::new(mint_request()));
-            gateway.call(&call).await
-        })
+    fn mint(gateway: &Arc<AsyncHttpToolGateway>) -> GatewayFuture {
+        gateway
+            .clone()
+            .call(GatewayCall::Mint(Box::new(mint_request())))
     }
 
     #[test]
@@ -122,8 +120,8 @@ mod tests {
         let config = slow
             .config()
             .with_default_timeout(Duration::from_millis(400));
-        let slow_gateway = AsyncHttpToolGateway::new(config).unwrap();
-        let fast_gateway = AsyncHttpToolGateway::new(fast.config()).unwrap();
+        let slow_gateway = Arc::new(AsyncHttpToolGateway::new(config).unwrap());
+        let fast_gateway = Arc::new(AsyncHttpToolGateway::new(fast.config()).unwrap());
         let fast_done = AtomicBool::new(false);
         let (slow_result, fast_result) = smol::block_on(futures_lite::future::zip(
             async {

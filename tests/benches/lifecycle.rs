@@ -10,7 +10,7 @@
 
 use connop_blocking::{InlineCalls, SharedRegistry, ToolContext};
 use connop_core::prelude::*;
-use connop_core::tool_gateway::{AsyncToolGateway, BlockingToolGateway, BoxFuture};
+use connop_core::tool_gateway::{AsyncToolGateway, BlockingToolGateway, GatewayFuture};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -74,11 +74,8 @@ impl BlockingToolGateway for FlipGateway {
 }
 
 impl AsyncToolGateway for FlipGateway {
-    fn call<'a>(
-        &'a self,
-        call: &'a GatewayCall,
-    ) -> BoxFuture<'a, Result<GatewayReply, GatewayError>> {
-        Box::pin(std::future::ready(Ok(self.answer(call))))
+    fn call(self: Arc<Self>, call: GatewayCall) -> GatewayFuture {
+        GatewayFuture::ready(Ok(self.answer(&call)))
     }
 }
 

@@ -537,13 +537,11 @@ impl BlockingToolGateway for Hooked<dyn BlockingToolGateway> {
 }
 
 impl AsyncToolGateway for Hooked<dyn AsyncToolGateway> {
-    fn call<'a>(
-        &'a self,
-        call: &'a GatewayCall,
-    ) -> connop_core::tool_gateway::BoxFuture<'a, Result<GatewayReply, GatewayError>> {
-        Box::pin(async move {
-            let answer = self.inner.call(call).await;
-            (self.hook)(call, answer)
+    fn call(self: Arc<Self>, call: GatewayCall) -> connop_core::tool_gateway::GatewayFuture {
+        let answer = self.inner.clone().call(call.clone());
+        connop_core::tool_gateway::GatewayFuture::pending(async move {
+            let answer = answer.await;
+            (self.hook)(&call, answer)
         })
     }
 }

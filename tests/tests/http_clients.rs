@@ -24,7 +24,7 @@ const KINDS: [&str; 2] = ["blocking", "async"];
 /// One client of each kind, behind the calls these tests make.
 enum Client {
     Blocking(HttpToolGateway),
-    Async(AsyncHttpToolGateway),
+    Async(std::sync::Arc<AsyncHttpToolGateway>),
 }
 
 impl Client {
@@ -32,7 +32,9 @@ impl Client {
     fn new(kind: &str, config: ClientConfig) -> Client {
         match kind {
             "blocking" => Client::Blocking(HttpToolGateway::new(config).expect("client")),
-            _ => Client::Async(AsyncHttpToolGateway::new(config).expect("client")),
+            _ => Client::Async(std::sync::Arc::new(
+                AsyncHttpToolGateway::new(config).expect("client"),
+            )),
         }
     }
 
@@ -57,7 +59,7 @@ impl Client {
     fn call(&self, call: &GatewayCall) -> Result<GatewayReply, GatewayError> {
         match self {
             Client::Blocking(g) => g.call(call),
-            Client::Async(g) => smol::block_on(g.call(call)),
+            Client::Async(g) => smol::block_on(g.clone().call(call.clone())),
         }
     }
 }

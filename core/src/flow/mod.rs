@@ -255,6 +255,18 @@ impl Purpose {
             Purpose::Read(_) => "account",
         }
     }
+
+    /// Whether `reply` is of the kind this call asked for.
+    fn accepts(self, reply: &GatewayReply) -> bool {
+        match self {
+            Purpose::StatusList
+            | Purpose::RepairList
+            | Purpose::MisrouteList
+            | Purpose::WatchList => matches!(reply, GatewayReply::Connectors(_)),
+            Purpose::Mint => matches!(reply, GatewayReply::Minted(_)),
+            Purpose::Read(_) => matches!(reply, GatewayReply::Account(_)),
+        }
+    }
 }
 
 /// One tool call of `manage_connections`.
@@ -732,7 +744,7 @@ fn check_reply(
     result: Result<GatewayReply, GatewayError>,
 ) -> (Result<GatewayReply, GatewayError>, Option<CallerError>) {
     match &result {
-        Ok(reply) if reply.kind() != purpose.expects() => {
+        Ok(reply) if !purpose.accepts(reply) => {
             let err = CallerError::ReplyMismatch {
                 call: id,
                 expected: purpose.expects(),

@@ -99,8 +99,12 @@ struct State {
     executed: u64,
     /// The thread pumping, if any.
     pump: Option<ThreadId>,
-    result: Option<ToolResult>,
+    /// Boxed as the core returns it: a running operation carries one word for it.
+    result: Option<Box<ToolResult>>,
     result_json: Option<Value>,
+    /// Callers waiting for another thread's pump to run their effects: the pump signals
+    /// progress only when there are some.
+    waiting: usize,
     /// The driver's one waker slot: filled when it goes to sleep, taken by the first input
     /// that needs it awake.
     waker: Option<Waker>,
@@ -117,10 +121,32 @@ impl State {
         }
     }
 
+    /// The drain rule, in the driver's step: a call the driver starts itself goes straight to
+    /// it while nothing is queued before it and no pump runs (a steady tick queues nothing).
+    fn drain_to_driver(&mut self, driver_calls: bool, calls: &mut Vec<DriverCall>) {
+        while let Some(effect) = self.flow.poll_effect() {
+            self.fed += 1;
+            match effect {
+                Effect::Call { id, call }
+                    if driver_calls && self.queue.is_empty() && self.pump.is_none() =>
+                {
+                    self.executed += 1;
+                    calls.push((id, call));
+                }
+                other => self.queue.push_back(other),
+            }
+        }
+    }
+
     /// A burst (the mint's frames, the card) is over: a parked operation keeps no more queue
-    /// than a quiet tick needs.
-    fn settle_queue(&mut self) {
-        if self.queue.is_empty() && self.queue.capacity() > 4 {
+    /// than a quiet tick needs (none, when its driver takes its calls from the step).
+    fn settle_queue(&mut self, driver_calls: bool) {
+        if !self.queue.is_empty() {
+            return;
+        }
+        if driver_calls && self.queue.capacity() > 0 {
+            self.queue = VecDeque::new();
+        } else if self.queue.capacity() > 4 {
             self.queue.shrink_to(4);
         }
     }
@@ -172,6 +198,9 @@ pub struct OpShared {
 pub enum Next {
     /// The tool call returned; nothing is left to run.
     Finished,
+    /// Start the calls this step handed out, then step again (the waker is not registered:
+    /// the driver comes straight back).
+    Start,
     /// Sleep until the waker is woken, or until this instant of the monotonic clock.
     Sleep(Option<Instant>),
 }
@@ -212,6 +241,7 @@ impl OpHandle {
             pump: None,
             result: None,
             result_json: None,
+            waiting: 0,
             waker: None,
             for_driver: Vec::new(),
         };
@@ -246,7 +276,7 @@ impl OpHandle {
 
     /// The tool result, once returned (the frozen result: every read gives the same).
     pub fn result(&self) -> Option<ToolResult> {
-        self.lock().result.clone()
+        self.lock().result.as_deref().cloned()
     }
 
     /// The tool result as JSON: taken out if the operation keeps it as JSON
@@ -256,7 +286,7 @@ impl OpHandle {
         if let Some(json) = state.result_json.take() {
             return Some(json);
         }
-        let result = state.result.clone()?;
+        let result = state.result.as_deref().cloned()?;
         drop(state);
         Some(result.to_value())
     }
@@ -361,6 +391,8 @@ impl OpHandle {
         let me = std::thread::current().id();
         let env = &self.0.env;
         let clock = &*env.clock;
+        let driver_calls = env.calls.is_none();
+        let handed = calls.len();
         loop {
             let mut state = self.lock();
             // Running: the driver's own changes need no wake-up.
@@ -369,16 +401,22 @@ impl OpHandle {
             for (id, answer) in answers.drain(..) {
                 let fed = state.flow.handle_gateway(id, answer, now);
                 debug_assert!(fed.is_ok(), "a reply of the wrong kind: {fed:?}");
-                state.drain();
+                state.drain_to_driver(driver_calls, calls);
             }
             let mut wake = state.flow.poll_timeout();
             if wake.is_some_and(|wake| wake.at <= now) {
                 state.flow.handle_timeout(now);
-                state.drain();
+                state.drain_to_driver(driver_calls, calls);
                 wake = state.flow.poll_timeout();
             }
-            calls.append(&mut state.for_driver);
-            if env.calls.is_none() && state.pump.is_none() {
+            if !state.for_driver.is_empty() {
+                calls.append(&mut state.for_driver);
+            }
+            if state.for_driver.capacity() > 0 {
+                // Handed over by another thread's pump, which is rare: keep no room for it.
+                state.for_driver = Vec::new();
+            }
+            if driver_calls && state.pump.is_none() {
                 // The driver's own calls at the head of the queue need no pump: they are
                 // taken here, under the lock this step holds anyway.
                 while let Some(Effect::Call { .. }) = state.queue.front() {
@@ -388,6 +426,11 @@ impl OpHandle {
                     }
                 }
             }
+            if calls.len() > handed && state.executed == state.fed && state.pump.is_none() {
+                // Calls first: their answers (often ready at once) bring the driver back.
+                state.settle_queue(driver_calls);
+                return Next::Start;
+            }
             if state.is_finished() {
                 drop(state);
                 clock.finished(waker);
@@ -395,7 +438,7 @@ impl OpHandle {
             }
             if state.executed == state.fed || state.pump.is_some() {
                 // Nothing to run, or another thread runs it and wakes us when done.
-                state.settle_queue();
+                state.settle_queue(driver_calls);
                 return Next::Sleep(state.park(clock, waker, wake.map(|wake| wake.at)));
             }
             state.pump = Some(me);
@@ -421,8 +464,10 @@ impl OpHandle {
                     Some(pump) if pump == me => return,
                     Some(_) => {
                         listener = self.0.progress.listen();
+                        state.waiting += 1;
                         drop(state);
                         listener.wait();
+                        self.lock().waiting -= 1;
                         continue;
                     }
                 }
@@ -453,14 +498,17 @@ impl OpHandle {
                         other => break other,
                     }
                 };
+                let signal = state.waiting > 0;
                 match next {
-                    Some(effect) => effect,
+                    Some(effect) => (effect, signal),
                     None => {
                         state.pump = None;
-                        state.settle_queue();
+                        state.settle_queue(self.0.env.calls.is_none());
                         let waker = state.waker.take();
                         drop(state);
-                        self.0.progress.notify(usize::MAX);
+                        if signal {
+                            self.0.progress.notify(usize::MAX);
+                        }
                         if let Some(waker) = waker {
                             waker.wake();
                         }
@@ -468,7 +516,10 @@ impl OpHandle {
                     }
                 }
             };
-            self.0.progress.notify(usize::MAX);
+            let (effect, signal) = effect;
+            if signal {
+                self.0.progress.notify(usize::MAX);
+            }
             self.execute(effect);
             ran = 1;
         }
@@ -503,7 +554,7 @@ impl OpHandle {
             Effect::Return(result) => {
                 let json = (env.form == ResultForm::Json).then(|| result.to_value());
                 let mut state = self.lock();
-                state.result = Some(*result);
+                state.result = Some(result);
                 state.result_json = json;
             }
             // An effect of a newer core than this runtime knows.

@@ -69,7 +69,7 @@ struct SessionLink {
 pub struct RpcServer {
     config: RpcConfig,
     /// The tool gateway as `connectors.list` calls it, outside any operation.
-    list_gateway: ObservedToolGateway,
+    list_gateway: Arc<ObservedToolGateway>,
     registry: SharedRegistry,
     sessions: Mutex<SessionTable<SessionLink>>,
     /// Tells every transport to stop reading (shutdown).
@@ -81,7 +81,10 @@ impl RpcServer {
     pub fn new(config: RpcConfig) -> Arc<Self> {
         Arc::new(RpcServer {
             registry: SharedRegistry::new(config.profile.clone()),
-            list_gateway: ObservedToolGateway::new(config.tool_gateway.clone(), "connectors.list"),
+            list_gateway: Arc::new(ObservedToolGateway::new(
+                config.tool_gateway.clone(),
+                "connectors.list",
+            )),
             config,
             sessions: Mutex::default(),
             stopping: Switch::default(),
@@ -272,7 +275,7 @@ impl RpcServer {
 
     async fn list(&self) -> Result<Value, RpcError> {
         let call = GatewayCall::List { timeout: None };
-        let rows = self.list_gateway.call(&call).await;
+        let rows = self.list_gateway.clone().call(call).await;
         match rows.and_then(GatewayReply::into_connectors) {
             Ok(rows) => {
                 let rows: Vec<Value> = rows.into_iter().map(|r| r.raw).collect();

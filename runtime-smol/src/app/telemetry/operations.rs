@@ -7,9 +7,10 @@ use super::metrics::metrics;
 use crate::driver::run_to_end;
 use connop_blocking::{EventSink, ResultForm, ToolContext};
 use connop_core::flow::Event;
+use connop_core::operation::Text;
 use connop_core::tool::ToolResult;
 use connop_core::tool_gateway::{
-    AsyncToolGateway, BoxFuture, GatewayCall, GatewayError, GatewayReply,
+    AsyncToolGateway, GatewayCall, GatewayError, GatewayFuture, GatewayReply,
 };
 use serde_json::Value;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -184,13 +185,8 @@ impl ObservedToolGateway {
         self.failures.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn observe(
-        &self,
-        call: &GatewayCall,
-        result: &Result<GatewayReply, GatewayError>,
-        took: Duration,
-    ) {
-        let route = call.route();
+    fn observe(&self, call: &Called, result: &Result<GatewayReply, GatewayError>, took: Duration) {
+        let route = call.route;
         metrics().tool_gateway_call(route, outcome(result), took);
         let took_ms = took.as_millis() as u64;
         let error = match result {
@@ -198,7 +194,7 @@ impl ObservedToolGateway {
                 tracing::debug!(
                     target: "connop::tool_gateway",
                     scope = %self.scope,
-                    route = http_route(call),
+                    route = call.http_route,
                     took_ms,
                     "tool-gateway call answered",
                 );
@@ -221,19 +217,16 @@ impl ObservedToolGateway {
             log.last = Some(now);
             std::mem::take(&mut log.suppressed)
         };
-        let connection_id = match call {
-            GatewayCall::Account { connection_id, .. } => Some(connection_id.as_ref()),
-            _ => None,
-        };
+        let connection_id = call.connection_id.as_deref();
         // The exchange gives ≥ 500 and transport failures one retry, never the mint's: a
         // retryable error that came back was the retry's too.
-        let retried = error.is_retryable() && !matches!(call, GatewayCall::Mint(_));
+        let retried = error.is_retryable() && call.retries;
         match error {
             GatewayError::RateLimited { retry_after } => {
                 tracing::warn!(
                     target: "connop::tool_gateway",
                     scope = %self.scope,
-                    route = http_route(call),
+                    route = call.http_route,
                     connection_id,
                     status = 429,
                     retry_after_s = retry_after.as_secs_f64(),
@@ -244,7 +237,7 @@ impl ObservedToolGateway {
             _ => tracing::warn!(
                 target: "connop::tool_gateway",
                 scope = %self.scope,
-                route = http_route(call),
+                route = call.http_route,
                 connection_id,
                 status = status(error),
                 error = %error,
@@ -258,16 +251,44 @@ impl ObservedToolGateway {
 }
 
 impl AsyncToolGateway for ObservedToolGateway {
-    fn call<'a>(
-        &'a self,
-        call: &'a GatewayCall,
-    ) -> BoxFuture<'a, Result<GatewayReply, GatewayError>> {
-        Box::pin(async move {
-            let started = Instant::now();
-            let result = self.inner.call(call).await;
-            self.observe(call, &result, started.elapsed());
-            result
-        })
+    fn call(self: Arc<Self>, call: GatewayCall) -> GatewayFuture {
+        let started = Instant::now();
+        let seen = Called::of(&call);
+        match self.inner.clone().call(call) {
+            // An in-process gateway's answer stays ready: no future is made for it.
+            GatewayFuture::Ready(Some(result)) => {
+                self.observe(&seen, &result, started.elapsed());
+                GatewayFuture::ready(result)
+            }
+            answer => GatewayFuture::pending(async move {
+                let result = answer.await;
+                self.observe(&seen, &result, started.elapsed());
+                result
+            }),
+        }
+    }
+}
+
+/// What the logs and metrics need of a call, kept while it runs.
+struct Called {
+    route: &'static str,
+    http_route: &'static str,
+    connection_id: Option<Text>,
+    /// The mint is never retried.
+    retries: bool,
+}
+
+impl Called {
+    fn of(call: &GatewayCall) -> Self {
+        Called {
+            route: call.route(),
+            http_route: http_route(call),
+            connection_id: match call {
+                GatewayCall::Account { connection_id, .. } => Some(connection_id.clone()),
+                _ => None,
+            },
+            retries: !matches!(call, GatewayCall::Mint(_)),
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use support::{BOUND, Client, Gateway, Lines, connop, wait_bounded};
+use support::{BOUND, Client, Gateway, Lines, connop, output_bounded, wait_bounded};
 
 /// A fresh folder under the temp dir (created).
 fn scratch(what: &str) -> PathBuf {
@@ -115,7 +115,10 @@ fn every_listener_keeps_accepting_after_running_out_of_file_descriptors() {
     let held: Vec<std::net::TcpStream> = (0..80)
         .map(|_| std::net::TcpStream::connect(&tcp).unwrap())
         .collect();
-    gw.stderr_line("accept failed", |l| l.contains("accept failed"));
+    let pid = gw.pid();
+    wait_until("the gateway out of descriptors", BOUND, || {
+        support::open_fds(pid) >= 63
+    });
     drop(held);
     // The gateway frees their descriptors; every listener serves again.
     let mut over_tcp = tcp_client(&tcp);
@@ -126,6 +129,7 @@ fn every_listener_keeps_accepting_after_running_out_of_file_descriptors() {
     assert_eq!(created["result"]["session_id"], "after-unix", "{created}");
     let (status, body) = http("GET", &format!("{api}/health"), None, ());
     assert_eq!((status, body), (200, json!({"status": "ok"})));
+    gw.stderr_line("accept failed", |l| l.contains("accept failed"));
     gw.stderr_line("accepting again", |l| l.contains("accepting again"));
     assert!(gw.is_running());
 }
@@ -151,9 +155,13 @@ fn a_client_that_never_reads_is_closed_past_the_output_bound_and_its_operation_s
     for line in open {
         stream.write_all(format!("{line}\n").as_bytes()).unwrap();
     }
-    gw.stderr_line("the operation opened", |l| {
-        l.contains("operation opened") && l.contains("k-flood")
-    });
+    // Read until the card shows (the operation is open), then never again.
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut line = String::new();
+    while !line.contains("connection.request") {
+        line.clear();
+        assert!(reader.read_line(&mut line).unwrap() > 0, "the card comes");
+    }
     // Each answer echoes its request's 8 KB id: some 32 MiB of answers in all.
     let request = json!({"jsonrpc": "2.0", "id": "i".repeat(8000),
                          "method": "connectors.operation.status",
@@ -168,6 +176,13 @@ fn a_client_that_never_reads_is_closed_past_the_output_bound_and_its_operation_s
         }
         sent
     });
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(writer.join().unwrap()));
+    let batches = rx.recv_timeout(BOUND).expect("the writer is done");
+    assert!(
+        batches < 40,
+        "the gateway stopped reading ({batches} of 40 batches)"
+    );
     let closing = gw.stderr_line("the bound's log line", |l| {
         l.contains("transport output over its limit")
     });
@@ -178,13 +193,6 @@ fn a_client_that_never_reads_is_closed_past_the_output_bound_and_its_operation_s
     // Its session closed: the operation settled `interrupt`.
     let settled = gw.stderr_line("the operation settled", |l| l.contains("operation settled"));
     assert!(settled.contains(r#"reason="interrupt""#), "{settled}");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || tx.send(writer.join().unwrap()));
-    let batches = rx.recv_timeout(BOUND).expect("the writer is refused");
-    assert!(
-        batches < 40,
-        "the gateway stopped reading ({batches} of 40 batches)"
-    );
     let peak = support::proc_kib(gw.pid(), "VmHWM");
     eprintln!("peak RSS {peak} KiB from {baseline} KiB");
     assert!(
@@ -213,11 +221,11 @@ fn notifications_are_carried_out_unanswered_and_only_jsonrpc_2_0_is_served() {
         again["error"]["message"], "session already exists",
         "{again}"
     );
+    // Answers go out in the order the lines came: none came for the notifications.
+    assert!(!c.lines.answered_null(), "a notification was answered");
     c.raw(r#"{"jsonrpc": "1.0", "id": 77, "method": "session.create"}"#);
     let refused = c.lines.answer(77);
     assert_eq!(refused["error"]["code"], -32600, "{refused}");
-    // Answers go out in the order the lines came: none came for the notifications.
-    assert!(!c.lines.answered_null(), "a notification was answered");
 }
 
 #[test]
@@ -228,11 +236,11 @@ fn a_unix_socket_another_process_answers_on_is_refused_and_a_stale_one_replaced(
     let first = Gateway::start(&["--listen", &addr]);
     let _ = first.listening();
     let _ = first.listening();
-    let second = connop()
-        .args(["gateway", "--listen", &addr])
-        .stdin(Stdio::piped())
-        .output()
-        .unwrap();
+    let second = output_bounded(
+        connop()
+            .args(["gateway", "--listen", &addr])
+            .stdin(Stdio::null()),
+    );
     let stderr = String::from_utf8_lossy(&second.stderr);
     assert_eq!(second.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("address in use"), "{stderr}");
@@ -257,12 +265,12 @@ fn a_unix_socket_another_process_answers_on_is_refused_and_a_stale_one_replaced(
 fn non_loopback_addresses_are_refused_without_allow_remote() {
     let home = scratch("remote");
     let refused = |args: &[&str], what: &str| {
-        let out = offline(&home)
-            .arg("gateway")
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
+        let out = output_bounded(
+            offline(&home)
+                .arg("gateway")
+                .args(args)
+                .stdin(Stdio::null()),
+        );
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(
@@ -346,10 +354,15 @@ fn path_segments_are_percent_decoded_so_peer_dm_reaches_any_bot_chat() {
     );
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["session_id"], id);
-    let out = connop()
-        .args(["peer", "dm", "mini", "hello there", "--url", &url, "--json"])
-        .output()
-        .unwrap();
+    let out = output_bounded(connop().args([
+        "peer",
+        "dm",
+        "mini",
+        "hello there",
+        "--url",
+        &url,
+        "--json",
+    ]));
     assert!(
         out.status.success(),
         "{}",
@@ -521,7 +534,7 @@ fn a_large_input_to_a_command_that_writes_before_it_reads_does_not_deadlock() {
 
 #[test]
 fn an_agent_writing_more_than_16_mib_fails_the_run() {
-    let runs = Runs::start("head -c 17000000 /dev/zero | tr '\\0' x; sleep 300");
+    let runs = Runs::start("head -c 17000000 /dev/zero | tr '\\0' x");
     let id = runs.run("go");
     let (event, data) = runs.terminal(&id);
     assert_eq!(
@@ -533,7 +546,7 @@ fn an_agent_writing_more_than_16_mib_fails_the_run() {
 #[test]
 fn the_lease_lock_is_waited_for_at_most_5_seconds() {
     let home = scratch("lock");
-    let first = offline(&home).args(["lease", "list"]).output().unwrap();
+    let first = output_bounded(offline(&home).args(["lease", "list"]));
     assert!(first.status.success());
     let lock = std::fs::File::open(home.join("runtime").join("active_sessions.lock")).unwrap();
     rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).unwrap();

@@ -10,7 +10,7 @@ mod support;
 use isahc::ReadResponseExt;
 use serde_json::{Value, json};
 use std::process::Stdio;
-use support::{BOUND, Gateway, connop, spawn_logging};
+use support::{BOUND, Gateway, connop, output_bounded, spawn_logging};
 
 /// `connop sim-gateway` with a token; its URL and the process.
 struct SimGateway {
@@ -68,16 +68,16 @@ fn get(url: &str, key: Option<&str>) -> (u16, String, String) {
 
 #[test]
 fn connect_at_debug_logs_the_operations_life_on_stderr_and_keeps_stdout_for_the_result() {
-    let out = connop()
-        .args(["connect", "gmail", "--sim-auto", "0.2", "--json"])
-        .env("RUST_LOG", "debug")
-        .env(
-            "CONNOP_HOME",
-            std::env::temp_dir().join("connop-obs-connect"),
-        )
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = output_bounded(
+        connop()
+            .args(["connect", "gmail", "--sim-auto", "0.2", "--json"])
+            .env("RUST_LOG", "debug")
+            .env(
+                "CONNOP_HOME",
+                std::env::temp_dir().join("connop-obs-connect"),
+            )
+            .stdin(Stdio::null()),
+    );
     assert!(out.status.success());
     // stdout is the result, all of it.
     let result: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON value");
@@ -230,12 +230,12 @@ fn log_lines_are_json_objects_with_log_format_json() {
             .starts_with("http:127.0.0.1:")
     );
     // A RUST_LOG that is no filter is a usage error.
-    let out = connop()
-        .args(["lease", "list"])
-        .env("RUST_LOG", "connop=[")
-        .env("CONNOP_HOME", &home)
-        .output()
-        .unwrap();
+    let out = output_bounded(
+        connop()
+            .args(["lease", "list"])
+            .env("RUST_LOG", "connop=[")
+            .env("CONNOP_HOME", &home),
+    );
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("RUST_LOG="));
 }

@@ -392,11 +392,12 @@ impl StderrLog {
                 return line.clone();
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            assert!(
-                !left.is_zero() && !guard.1,
-                "no stderr line with {what} within {BOUND:?}: {:#?}",
-                guard.0
-            );
+            if left.is_zero() || guard.1 {
+                let seen = guard.0.clone();
+                // Not while holding the lock: the reader thread still takes it.
+                drop(guard);
+                panic!("no stderr line with {what} within {BOUND:?}: {seen:#?}");
+            }
             guard = changed.wait_timeout(guard, left).unwrap().0;
         }
     }
@@ -424,6 +425,31 @@ pub fn spawn_logging(command: &mut Command) -> (Child, Receiver<String>, StderrL
         kept.push(None);
     });
     (child, listening, log)
+}
+
+/// Runs a command to its end with stdout and stderr captured, failing the test (and killing
+/// the child) past the bound instead of hanging.
+pub fn output_bounded(command: &mut Command) -> std::process::Output {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the command starts");
+    let pipe = |mut p: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = p.read_to_end(&mut bytes);
+            bytes
+        })
+    };
+    let stdout = pipe(Box::new(child.stdout.take().expect("stdout")));
+    let stderr = pipe(Box::new(child.stderr.take().expect("stderr")));
+    let status = wait_bounded(child);
+    std::process::Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    }
 }
 
 /// Waits for a child's exit on a thread; past the bound the child is killed and the test

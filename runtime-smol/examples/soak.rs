@@ -448,14 +448,16 @@ fn runs_loop(
                     bump(&counts.runs_stopped);
                 }
             }
-            3..=12 => {
-                if follow(gw, &run_id, true) {
-                    bump(&counts.streams_followed);
-                }
-            }
-            13..=18 => {
-                if follow(gw, &run_id, false) {
-                    bump(&counts.streams_dropped);
+            3..=18 => {
+                // A third to the end, a fifth dropped after the first event.
+                let to_the_end = n % 30 <= 12;
+                let counter = if to_the_end {
+                    &counts.streams_followed
+                } else {
+                    &counts.streams_dropped
+                };
+                if follow(gw, &run_id, to_the_end) {
+                    bump(counter);
                 }
             }
             _ => {}

@@ -352,9 +352,12 @@ pub fn spawn_announcing(
     (child, listening, kept)
 }
 
+/// The lines so far, and whether stderr ended.
+type Kept = Mutex<(Vec<String>, bool)>;
+
 /// Every stderr line of a process, kept, with waits for a line to come.
 #[derive(Clone, Default)]
-pub struct StderrLog(Arc<(Mutex<(Vec<String>, bool)>, Condvar)>);
+pub struct StderrLog(Arc<(Kept, Condvar)>);
 
 impl StderrLog {
     fn push(&self, line: Option<String>) {

@@ -6,6 +6,12 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+/// A sample's labels, in the order written.
+type Labels = Vec<(String, String)>;
+
+/// One histogram series: its buckets `(le, count)` in order, its sum and its count.
+type Buckets = (Vec<(f64, f64)>, Option<f64>, Option<f64>);
+
 /// One sample: its name, labels and value.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sample {
@@ -72,7 +78,7 @@ fn value(text: &str) -> Result<f64, String> {
 }
 
 /// Reads `{name="value",…}` at the start of `text`; returns the labels and the rest.
-fn labels(text: &str) -> Result<(Vec<(String, String)>, &str), String> {
+fn labels(text: &str) -> Result<(Labels, &str), String> {
     let mut rest = text.strip_prefix('{').ok_or("labels start with {")?;
     let mut labels: Vec<(String, String)> = Vec::new();
     loop {
@@ -152,8 +158,7 @@ fn belongs(sample: &str, family: &str, kind: &str) -> bool {
 
 fn check_histogram(family: &Family) -> Result<(), String> {
     // Per label set without `le`: the buckets in order, the sum and the count.
-    let mut series: BTreeMap<Vec<(String, String)>, (Vec<(f64, f64)>, Option<f64>, Option<f64>)> =
-        BTreeMap::new();
+    let mut series: BTreeMap<Labels, Buckets> = BTreeMap::new();
     for sample in &family.samples {
         let rest: Vec<(String, String)> = sample
             .labels
@@ -250,7 +255,7 @@ pub fn parse(text: &str) -> Result<Vec<Family>, String> {
             continue;
         }
         let name_end = line
-            .find(|c: char| c == '{' || c == ' ')
+            .find(['{', ' '])
             .ok_or_else(|| at("a sample needs a value".into()))?;
         let name = &line[..name_end];
         if !is_name(name, true) {

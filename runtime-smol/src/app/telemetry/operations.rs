@@ -56,7 +56,7 @@ pub async fn manage_connections(
     let result = run_to_end(&op, &gateway).await;
     let took = started.elapsed();
     let duration_ms = took.as_millis() as u64;
-    let suppressed = observed.suppressed();
+    let suppressed = observed.suppressed_total();
     let view = op.view();
     let states = view
         .as_ref()
@@ -176,8 +176,8 @@ impl ObservedToolGateway {
         }
     }
 
-    /// How many failures were counted and not logged.
-    pub fn suppressed(&self) -> u64 {
+    /// How many failures were counted and not logged, in all.
+    pub fn suppressed_total(&self) -> u64 {
         self.failures().suppressed_total
     }
 

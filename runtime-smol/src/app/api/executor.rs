@@ -20,6 +20,7 @@ use serde_json::json;
 use std::collections::HashSet;
 use std::future::Future;
 use std::os::unix::process::CommandExt as _;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -107,13 +108,19 @@ pub fn end_all_agent_commands() {
 /// ends them: SIGTERM now, SIGKILL after the grace from a thread of its own.
 struct Group {
     pgid: Pid,
+    /// Set once nothing of the group is left: its id may then belong to another group, which
+    /// must never be signalled.
+    gone: AtomicBool,
 }
 
 impl Group {
     fn new(pgid: Pid) -> Self {
         groups(|g| g.insert(pgid.as_raw_nonzero().get()));
         metrics().agent_commands_running.inc();
-        Group { pgid }
+        Group {
+            pgid,
+            gone: AtomicBool::new(false),
+        }
     }
 
     /// Whether any process of the group is left.
@@ -122,19 +129,29 @@ impl Group {
     }
 
     /// Ends the whole group: SIGTERM, then SIGKILL to whatever is left after the grace.
-    /// Returns the signal that ended it (`None`: nothing was left to end).
-    async fn end(&self) -> Option<&'static str> {
-        if rustix::process::kill_process_group(self.pgid, Signal::TERM).is_err() {
+    /// Returns the signal that ended it (`None`: nothing was left to end). `leader`, when
+    /// given, is reaped on the way: until it is, its zombie keeps the group alive.
+    async fn end(&self, mut leader: Option<&mut async_process::Child>) -> Option<&'static str> {
+        if self.gone.load(Ordering::Acquire)
+            || rustix::process::kill_process_group(self.pgid, Signal::TERM).is_err()
+        {
+            self.gone.store(true, Ordering::Release);
             return None;
         }
         let deadline = Instant::now() + KILL_GRACE;
         while Instant::now() < deadline {
+            if let Some(leader) = leader.as_mut() {
+                let _ = leader.try_status();
+            }
             if !self.alive() {
+                self.gone.store(true, Ordering::Release);
                 return Some("SIGTERM");
             }
             smol::Timer::after(Duration::from_millis(20)).await;
         }
         let _ = rustix::process::kill_process_group(self.pgid, Signal::KILL);
+        // Nothing outlives SIGKILL.
+        self.gone.store(true, Ordering::Release);
         Some("SIGKILL")
     }
 }
@@ -143,7 +160,9 @@ impl Drop for Group {
     fn drop(&mut self) {
         groups(|g| g.remove(&self.pgid.as_raw_nonzero().get()));
         metrics().agent_commands_running.dec();
-        if rustix::process::kill_process_group(self.pgid, Signal::TERM).is_ok() {
+        if !self.gone.load(Ordering::Acquire)
+            && rustix::process::kill_process_group(self.pgid, Signal::TERM).is_ok()
+        {
             let pgid = self.pgid;
             std::thread::spawn(move || {
                 std::thread::sleep(KILL_GRACE);
@@ -252,7 +271,7 @@ async fn run_command(command: &str, turn: &Turn, stop: impl Future<Output = ()>)
             let read = read_capped(stdout, MAX_AGENT_OUTPUT).await;
             if read.is_err() {
                 // The command is still writing: end it, so the rest of the run ends too.
-                group.end().await;
+                group.end(None).await;
             }
             read
         };
@@ -265,7 +284,7 @@ async fn run_command(command: &str, turn: &Turn, stop: impl Future<Output = ()>)
         let exit = async {
             let status = child.status().await;
             // Whatever the shell left behind holds its pipes open: it ends with the turn.
-            group.end().await;
+            group.end(None).await;
             status
         };
         let ((((), stdout), stderr), status) = futures_lite::future::zip(
@@ -291,7 +310,7 @@ async fn run_command(command: &str, turn: &Turn, stop: impl Future<Output = ()>)
         .await;
     let took_ms = started.elapsed().as_millis() as u64;
     let Some(ended) = ended else {
-        let signal = group.end().await;
+        let signal = group.end(Some(&mut child)).await;
         let _ = child.status().await;
         tracing::info!(
             target: "connop::agent",

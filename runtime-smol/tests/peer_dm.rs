@@ -327,3 +327,38 @@ fn the_command_exits_0_on_a_queued_answer_and_1_on_a_failure() {
     assert_eq!(failed.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&failed.stderr).contains("the peer is down"));
 }
+
+#[test]
+fn an_answer_over_4_mib_is_refused_without_reading_it_whole() {
+    // A well-formed completion whose reply alone is 5 MiB.
+    let (result, out, _) = run(
+        vec![
+            listing_with_bot_chat(),
+            completion(json!("r".repeat(5 << 20))),
+        ],
+        false,
+    );
+    let error = result.expect_err("refused");
+    assert!(
+        matches!(
+            error,
+            AppError::Upstream(UpstreamError::PeerAnswerTooLarge { limit, .. }) if limit == 4 << 20
+        ),
+        "{error}"
+    );
+    assert!(
+        error.to_string().contains("answered more than 4 MiB"),
+        "{error}"
+    );
+    assert_eq!(out, "");
+    // Just under the cap still reads.
+    let (result, out, _) = run(
+        vec![
+            listing_with_bot_chat(),
+            completion(json!("r".repeat(4_000_000))),
+        ],
+        false,
+    );
+    result.unwrap();
+    assert_eq!(out.len(), 4_000_001);
+}

@@ -252,24 +252,38 @@ fn list_fallback_watches_rows_without_connection_ids_and_backs_off_on_429() {
 #[test]
 fn a_pending_row_steps_through_initiated_before_any_watcher_move() {
     // A mint that names no row for notion leaves it pending; with no connection id it is
-    // watched through the list, and its connection steps pending → initiated → connected.
-    let mut gw = ScriptedToolGateway::new()
+    // watched through the list, and its connection steps pending → initiated → connected,
+    // both by the watcher.
+    let gw = ScriptedToolGateway::new()
         .without_connection_ids()
-        .connected(&["notion"]);
-    gw.mint_overrides.clear();
+        .connected(&["notion"])
+        .omit_from_mint("notion");
     let out = Sim::new(gw).run(connect(&["notion"]));
     assert_clean(&out);
-    let moves: Vec<(TargetState, TargetState)> = out
+    assert_eq!(out.gateway.mints.len(), 1);
+    assert!(!out.gateway.lists.is_empty(), "watched through the list");
+    // The mint moved nothing: the card shows the row still pending.
+    assert_eq!(out.cards.len(), 1);
+    assert_eq!(out.cards[0].targets[0].state, TargetState::Pending);
+    let moves: Vec<(TargetState, TargetState, Actor)> = out
         .frames
         .iter()
         .filter_map(|f| f.change.as_ref())
-        .map(|c| (c.from, c.to))
+        .map(|c| (c.from, c.to, c.actor))
         .collect();
     assert_eq!(
         moves,
         [
-            (TargetState::Pending, TargetState::Initiated),
-            (TargetState::Initiated, TargetState::Connected)
+            (
+                TargetState::Pending,
+                TargetState::Initiated,
+                Actor::BackendWatcher
+            ),
+            (
+                TargetState::Initiated,
+                TargetState::Connected,
+                Actor::BackendWatcher
+            )
         ]
     );
 }

@@ -73,8 +73,9 @@ impl Method {
 /// A well-formed request.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Request {
-    /// The JSON-RPC id (`null` when absent: the answer still goes out, with a null id).
-    pub id: Value,
+    /// The JSON-RPC id; `None` for a notification (no `id` member), which is carried out but
+    /// never answered. An explicit `"id": null` is a request, answered with a null id.
+    pub id: Option<Value>,
     /// The method.
     pub method: Method,
     /// The params object (empty when absent).
@@ -197,33 +198,63 @@ impl RpcError {
 /// Why a line was refused before it became a request, with the id to answer under.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Refused {
-    /// The request's id if it could be read, else `null`.
-    pub id: Value,
+    /// The request's id if it could be read, else `null`; `None` for a notification (a
+    /// well-formed object with a method and no `id`), which is never answered, not even with
+    /// an error.
+    pub id: Option<Value>,
     /// The framing error.
     pub error: RpcError,
 }
 
 /// Parses one line (without its newline) into a request, or the framing error to answer.
+///
+/// JSON-RPC 2.0's rules on what is answered: a line that is no request object (not JSON,
+/// not an object, no string `method`, a `jsonrpc` other than `"2.0"`) is an invalid request,
+/// answered under its `id` or `null`; an object with a method and no `id` is a notification,
+/// never answered, even when its method or params are refused. A missing `jsonrpc` member is
+/// tolerated (older clients omit it); a wrong one is refused.
 pub fn parse_line(line: &[u8]) -> Result<Request, Refused> {
-    let refuse = |id: Value, error| Err(Refused { id, error });
+    let refuse = |id: Option<Value>, error| Err(Refused { id, error });
     if line.len() > MAX_LINE {
-        return refuse(Value::Null, RpcError::line_too_long());
+        return refuse(Some(Value::Null), RpcError::line_too_long());
     }
     let value: Value = match serde_json::from_slice(line) {
         Ok(value) => value,
-        Err(_) => return refuse(Value::Null, RpcError::parse_error()),
+        Err(_) => return refuse(Some(Value::Null), RpcError::parse_error()),
     };
     let Value::Object(mut object) = value else {
         return refuse(
-            Value::Null,
+            Some(Value::Null),
             RpcError::invalid_request("a request must be a JSON object"),
         );
     };
-    let id = object.remove("id").unwrap_or(Value::Null);
+    let id = object.remove("id");
+    // Not a request at all: answered, under its id or null.
+    let answered = || Some(id.clone().unwrap_or(Value::Null));
+    match object.get("jsonrpc") {
+        None => {}
+        Some(Value::String(version)) if version == "2.0" => {}
+        Some(_) => {
+            return refuse(
+                answered(),
+                RpcError::invalid_request("jsonrpc must be \"2.0\""),
+            );
+        }
+    }
     let name = match object.remove("method") {
         Some(Value::String(name)) => name,
-        Some(_) => return refuse(id, RpcError::invalid_request("method must be a string")),
-        None => return refuse(id, RpcError::invalid_request("a request needs a method")),
+        Some(_) => {
+            return refuse(
+                answered(),
+                RpcError::invalid_request("method must be a string"),
+            );
+        }
+        None => {
+            return refuse(
+                answered(),
+                RpcError::invalid_request("a request needs a method"),
+            );
+        }
     };
     let params = match object.remove("params") {
         None | Some(Value::Null) => Map::new(),
@@ -234,6 +265,16 @@ pub fn parse_line(line: &[u8]) -> Result<Request, Refused> {
         Some(method) => Ok(Request { id, method, params }),
         None => refuse(id, RpcError::method_not_found(&name)),
     }
+}
+
+/// The line that answers a request with `id`: the result or the error, or nothing for a
+/// notification (`None`).
+pub fn reply_line(id: Option<&Value>, outcome: Result<&Value, &RpcError>) -> Option<String> {
+    let id = id?;
+    Some(match outcome {
+        Ok(result) => result_line(id, result),
+        Err(error) => error_line(id, error),
+    })
 }
 
 /// The answer line for a result.
@@ -310,7 +351,60 @@ mod tests {
 
     fn refused(line: &str) -> (Value, i64) {
         let r = parse_line(line.as_bytes()).unwrap_err();
-        (r.id, r.error.code)
+        (r.id.expect("answered"), r.error.code)
+    }
+
+    #[test]
+    fn a_notification_is_carried_out_and_never_answered() {
+        let note = parse_line(
+            br#"{"jsonrpc": "2.0", "method": "session.close", "params": {"session_id": "s"}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (note.id.as_ref(), note.method),
+            (None, Method::SessionClose)
+        );
+        assert_eq!(
+            reply_line(note.id.as_ref(), Ok(&json!({"status": "ok"}))),
+            None
+        );
+        // Refused notifications are not answered either: no id, no line.
+        for line in [
+            r#"{"jsonrpc": "2.0", "method": "no.such.method"}"#,
+            r#"{"jsonrpc": "2.0", "method": "session.create", "params": [1]}"#,
+        ] {
+            let refused = parse_line(line.as_bytes()).unwrap_err();
+            assert_eq!(refused.id, None, "{line}");
+            assert_eq!(reply_line(refused.id.as_ref(), Err(&refused.error)), None);
+        }
+        // An explicit null id is a request, answered with a null id.
+        let null = parse_line(br#"{"id": null, "method": "session.create"}"#).unwrap();
+        assert_eq!(
+            reply_line(null.id.as_ref(), Ok(&json!(1))).as_deref(),
+            Some(r#"{"jsonrpc":"2.0","id":null,"result":1}"#)
+        );
+        // What is no request at all is answered, under null when it has no id.
+        assert_eq!(refused(r#"{"method": 5}"#), (Value::Null, -32600));
+        assert_eq!(refused(r#"{"params": {}}"#), (Value::Null, -32600));
+    }
+
+    #[test]
+    fn a_jsonrpc_version_other_than_2_0_is_an_invalid_request() {
+        for version in [r#""1.0""#, r#""2""#, "2.0", "null", r#""2.0 ""#] {
+            let line = format!(r#"{{"jsonrpc": {version}, "id": 9, "method": "session.create"}}"#);
+            let wrong = parse_line(line.as_bytes()).unwrap_err();
+            assert_eq!(
+                (wrong.id, wrong.error.code),
+                (Some(json!(9)), -32600),
+                "{line}"
+            );
+            assert_eq!(wrong.error.message, r#"jsonrpc must be "2.0""#);
+            // Without an id it is still no request: answered under null.
+            let line = format!(r#"{{"jsonrpc": {version}, "method": "session.create"}}"#);
+            assert_eq!(refused(&line), (Value::Null, -32600));
+        }
+        assert!(parse_line(br#"{"jsonrpc": "2.0", "id": 1, "method": "session.create"}"#).is_ok());
+        assert!(parse_line(br#"{"id": 1, "method": "session.create"}"#).is_ok());
     }
 
     #[test]
@@ -324,6 +418,7 @@ mod tests {
             (json!(4), -32602)
         );
         let nope = parse_line(br#"{"id": "x", "method": "nope"}"#).unwrap_err();
+        assert_eq!(nope.id, Some(json!("x")));
         assert_eq!(nope.error.code, -32601);
         assert_eq!(nope.error.message, "unknown method: nope");
         let long = format!(
@@ -350,7 +445,7 @@ mod tests {
         let r = parse_line(br#"{"jsonrpc": "2.0", "id": 7, "method": "session.create"}"#).unwrap();
         assert_eq!(
             (r.id, r.method, r.params.len()),
-            (json!(7), Method::SessionCreate, 0)
+            (Some(json!(7)), Method::SessionCreate, 0)
         );
         for m in [
             Method::SessionCreate,

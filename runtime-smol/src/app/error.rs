@@ -7,6 +7,7 @@
 
 use super::api::store::StoreError;
 use super::lease::Refusal;
+use super::telemetry::LogFilterError;
 use connop_blocking::http::HttpError;
 use std::io;
 
@@ -66,6 +67,30 @@ pub enum UsageError {
         /// What is wrong with it.
         reason: String,
     },
+    /// `RUST_LOG` that is no log filter.
+    #[error(transparent)]
+    LogFilter(#[from] LogFilterError),
+    /// `--listen tcp:` on an address that is not loopback, without `--allow-remote`.
+    #[error(
+        "--listen tcp:{addr} is not a loopback address, and the JSON-RPC protocol has no \
+         authentication: listen on 127.0.0.1 (or a unix socket), or pass --allow-remote if \
+         everyone who can reach {addr} may run operations"
+    )]
+    RemoteListen {
+        /// The address.
+        addr: std::net::SocketAddr,
+    },
+    /// `--http` on an address that is not loopback, with no API key, without
+    /// `--allow-remote`.
+    #[error(
+        "--http {addr} is not a loopback address and no --api-key (CONNOP_API_KEY) is set: \
+         set a key, listen on 127.0.0.1, or pass --allow-remote if everyone who can reach \
+         {addr} may use the API"
+    )]
+    RemoteHttpWithoutKey {
+        /// The address.
+        addr: std::net::SocketAddr,
+    },
     /// `peer dm --url` that is no usable URL.
     #[error("--url {url:?} is not a usable peer URL, e.g. http://127.0.0.1:8642: {reason}")]
     PeerUrl {
@@ -86,6 +111,15 @@ pub enum EnvironmentError {
         addr: String,
         /// Why.
         source: io::Error,
+    },
+    /// Another live process answers on the unix socket `--listen` names.
+    #[error(
+        "cannot listen on {addr}: address in use (another live process answers on it; stop \
+         it or choose another path)"
+    )]
+    AddressInUse {
+        /// The address as the flag gave it (`unix:…`).
+        addr: String,
     },
     /// The state database (`CONNOP_HOME/state.db`) could not be opened or used.
     #[error(transparent)]
@@ -127,6 +161,16 @@ pub enum UpstreamError {
         url: String,
         /// Why.
         source: isahc::Error,
+    },
+    /// A step answered with more than `peer dm` reads.
+    #[error("{method} {url} answered more than {} MiB; the answer was not read", limit >> 20)]
+    PeerAnswerTooLarge {
+        /// The request's method.
+        method: &'static str,
+        /// The request's URL.
+        url: String,
+        /// The most that is read, in bytes.
+        limit: u64,
     },
     /// A step answered with an HTTP error.
     #[error("{step} answered HTTP {status}: {reason}")]

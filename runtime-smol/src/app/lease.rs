@@ -18,7 +18,9 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::app::private_fs;
 
 use serde_json::{Value, json};
 
@@ -26,6 +28,10 @@ use serde_json::{Value, json};
 const REGISTRY_FILE: &str = "active_sessions.json";
 /// The lock file's name inside `CONNOP_HOME/runtime`.
 const LOCK_FILE: &str = "active_sessions.lock";
+
+/// How long the registry's lock is waited for before the registry counts as unavailable
+/// (`SESSION_COORDINATION_UNAVAILABLE`): anyone who can read the lock file can hold it.
+pub const LOCK_WAIT: Duration = Duration::from_secs(5);
 
 /// Where the lease registry of `home` lives, so callers and tests can inspect it.
 pub fn registry_path(home: &Path) -> PathBuf {
@@ -228,25 +234,20 @@ struct Locked {
 
 impl Locked {
     fn open(home: &Path) -> Result<Self, Refusal> {
+        private_fs::create_dir_all(home).map_err(|e| unavailable(home, e))?;
         let dir = home.join("runtime");
-        fs::create_dir_all(&dir).map_err(|e| unavailable(&dir, e))?;
+        private_fs::own_dir(&dir).map_err(|e| unavailable(&dir, e))?;
         let lock_path = dir.join(LOCK_FILE);
-        let lock = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&lock_path)
-            .map_err(|e| unavailable(&lock_path, e))?;
-        // `flock(2)`, what `File::lock` does on Linux; std's is newer than the workspace's MSRV.
-        // The lock belongs to this open file, so threads of one process exclude each other too.
-        loop {
-            match rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive) {
-                Ok(()) => break,
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(e) => return Err(unavailable(&lock_path, e)),
-            }
-        }
+        let lock = private_fs::open_file(
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false),
+            &lock_path,
+        )
+        .map_err(|e| unavailable(&lock_path, e))?;
+        lock_within(&lock, LOCK_WAIT).map_err(|e| unavailable(&lock_path, e))?;
         let path = dir.join(REGISTRY_FILE);
         Ok(Locked {
             _lock: lock,
@@ -291,10 +292,8 @@ impl Locked {
             connop_blocking::clock::random_hex(8)
         ));
         let written = (|| -> std::io::Result<()> {
-            let mut file = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&temp)?;
+            let mut file =
+                private_fs::open_file(OpenOptions::new().write(true).create_new(true), &temp)?;
             file.write_all(&bytes)?;
             file.sync_all()?;
             fs::rename(&temp, &self.path)
@@ -308,6 +307,41 @@ impl Locked {
             let _ = dir.sync_all();
         }
         Ok(())
+    }
+}
+
+/// Why the registry's lock was not taken.
+#[derive(Debug, thiserror::Error)]
+enum LockError {
+    /// Another process held it the whole time.
+    #[error("its lock is held by another process and was not released within {} s", .0.as_secs())]
+    Held(Duration),
+    /// `flock` failed.
+    #[error(transparent)]
+    Flock(#[from] rustix::io::Errno),
+}
+
+/// Takes the exclusive `flock(2)` on `lock` (what `File::lock` does on Linux; std's is newer
+/// than the workspace's MSRV), trying again with a growing pause for at most `within`. The
+/// lock belongs to this open file, so threads of one process exclude each other too.
+fn lock_within(lock: &File, within: Duration) -> Result<(), LockError> {
+    use rustix::fs::FlockOperation::NonBlockingLockExclusive;
+    let deadline = Instant::now() + within;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match rustix::fs::flock(lock, NonBlockingLockExclusive) {
+            Ok(()) => return Ok(()),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(rustix::io::Errno::WOULDBLOCK) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(LockError::Held(within));
+                }
+                std::thread::sleep(pause.min(left));
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
 }
 

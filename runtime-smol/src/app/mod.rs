@@ -15,5 +15,8 @@ pub mod api;
 pub mod cli;
 pub mod error;
 pub mod lease;
+pub mod net;
+pub mod private_fs;
 pub mod rpc;
 pub mod sim_gateway;
+pub mod telemetry;

@@ -2,17 +2,19 @@
 
 use clap::{Args, Parser, Subcommand};
 use connop_core::operation::Text;
-use connop_smol::app::api::ApiConfig;
 use connop_smol::app::api::executor::TurnExecutor;
+use connop_smol::app::api::{ApiConfig, DEFAULT_MAX_BODY};
 use connop_smol::app::cli::connect::{ConnectOptions, run_connect};
 use connop_smol::app::cli::listen::ListenAddr;
 use connop_smol::app::cli::peer::{DmOptions, peer_dm};
-use connop_smol::app::cli::serve::{ServeOptions, serve};
+use connop_smol::app::cli::serve::{ServeOptions, check_exposure, serve};
 use connop_smol::app::cli::sim_gateway::run_sim_tool_gateway;
 use connop_smol::app::cli::{choose_tool_gateway, lease, profile, seconds};
 use connop_smol::app::error::{AppError, UsageError};
-use connop_smol::app::rpc::RpcConfig;
+use connop_smol::app::rpc::{DEFAULT_MAX_OUTPUT, RpcConfig};
 use connop_smol::app::sim_gateway::SimOptions;
+use connop_smol::app::telemetry::{LogFormat, init_logging};
+use std::io::IsTerminal as _;
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -23,9 +25,13 @@ use std::process::ExitCode;
     name = "connop",
     version,
     about = "Connection operations for AI-agent gateways: connect accounts through a tool gateway, settle exactly once.",
-    after_help = "Environment:\n  CONNECTOR_GATEWAY_URL    the tool gateway's origin; unset: an embedded simulated gateway is started\n  CONNECTOR_GATEWAY_TOKEN  its bearer token\n  CONNOP_HOME              where state lives (default ~/.connop)"
+    after_help = "Environment:\n  CONNECTOR_GATEWAY_URL    the tool gateway's origin; unset: an embedded simulated gateway is started\n  CONNECTOR_GATEWAY_TOKEN  its bearer token\n  CONNOP_HOME              where state lives (default ~/.connop)\n  RUST_LOG                 what is logged on stderr (default info; warn for connect's card on a terminal)"
 )]
 struct Cli {
+    /// The shape of log lines on stderr: `text` or `json` (one object per line). RUST_LOG
+    /// says what is logged (default `info`).
+    #[arg(long, global = true, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Text, env = "CONNOP_LOG_FORMAT")]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -98,6 +104,17 @@ struct ServeArgs {
     /// Require `Authorization: Bearer K` on every HTTP route but /health.
     #[arg(long, value_name = "K", env = "CONNOP_API_KEY")]
     api_key: Option<String>,
+    /// Refuse HTTP request bodies larger than BYTES with 413.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY)]
+    max_body: usize,
+    /// Close a JSON-RPC transport whose client leaves more than BYTES of answers and events
+    /// unread (its sessions close, their operations settle `interrupt`).
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_OUTPUT)]
+    max_output: usize,
+    /// Allow `--listen tcp:` on an address that is not loopback (the JSON-RPC protocol has
+    /// no authentication), and `--http` on one without `--api-key`.
+    #[arg(long)]
+    allow_remote: bool,
     /// Who answers turns: `echo` (the reply is the message).
     #[arg(long, value_name = "NAME", default_value = "echo", value_parser = ["echo"])]
     agent: String,
@@ -211,6 +228,12 @@ fn run(cli: Cli) -> Result<(), AppError> {
             // Flags first: nothing starts on a bad one.
             let tick = seconds("tick", args.timings.tick)?;
             let deadline = seconds("deadline", args.timings.deadline)?;
+            check_exposure(
+                &args.listen,
+                args.http,
+                args.api_key.as_deref().is_some_and(|k| !k.is_empty()),
+                args.allow_remote,
+            )?;
             let tool_gateway = choose_tool_gateway(None)?;
             let rpc = RpcConfig {
                 tool_gateway: tool_gateway.client.clone(),
@@ -218,6 +241,7 @@ fn run(cli: Cli) -> Result<(), AppError> {
                 tick,
                 deadline,
                 catalog: catalog(&args.timings.mcp_catalog),
+                max_output: args.max_output,
             };
             let executor = match args.agent_cmd {
                 Some(command) => TurnExecutor::Command(command),
@@ -228,6 +252,7 @@ fn run(cli: Cli) -> Result<(), AppError> {
                     home: PathBuf::from(&*profile()),
                     api_key: args.api_key,
                     executor,
+                    max_body: args.max_body,
                 };
                 (addr, api)
             });
@@ -286,7 +311,16 @@ fn run(cli: Cli) -> Result<(), AppError> {
 /// Exit 0 on success; on an error, `connop: <why>` on stderr and the error's exit code (2
 /// for a usage error, as for a flag the parser refuses; 1 otherwise).
 fn main() -> ExitCode {
-    match run(Cli::parse()) {
+    let cli = Cli::parse();
+    // The card redraws itself on a terminal's stderr: there, only warnings interrupt it
+    // unless RUST_LOG asks for more.
+    let card_on_terminal =
+        matches!(cli.command, Command::Connect(_)) && std::io::stderr().is_terminal();
+    let default_filter = if card_on_terminal { "warn" } else { "info" };
+    let started = init_logging(cli.log_format, default_filter)
+        .map_err(|e| AppError::from(UsageError::from(e)))
+        .and_then(|()| run(cli));
+    match started {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             // Not `eprintln!`: with stderr gone the exit code still tells.

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, Sender, channel};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long any single wait may take before the test fails.
@@ -109,6 +109,20 @@ impl Lines {
             .unwrap()
             .answers
             .get(&id.to_string())
+            .is_some_and(|q| !q.is_empty())
+    }
+
+    /// Whether any answer with a null id came so far (without waiting).
+    pub fn answered_null(&self) -> bool {
+        self.answered_id("null")
+    }
+
+    fn answered_id(&self, id: &str) -> bool {
+        self.0
+            .lock()
+            .unwrap()
+            .answers
+            .get(id)
             .is_some_and(|q| !q.is_empty())
     }
 
@@ -220,7 +234,7 @@ pub struct Gateway {
     /// The stdio client.
     pub client: Client<ChildStdin>,
     listening: Receiver<String>,
-    stderr_lines: Arc<Mutex<Vec<String>>>,
+    stderr_lines: StderrLog,
 }
 
 impl Gateway {
@@ -239,13 +253,19 @@ impl Gateway {
         Gateway::start_with(command, args)
     }
 
+    /// Starts `command` (the binary, or a wrapper that execs it with the arguments it is
+    /// given) with `gateway` and these arguments.
+    pub fn start_command(command: Command, args: &[&str]) -> Self {
+        Gateway::start_with(command, args)
+    }
+
     fn start_with(mut command: Command, args: &[&str]) -> Self {
         command
             .arg("gateway")
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped());
-        let (mut child, listening, stderr_lines) = spawn_announcing(&mut command);
+        let (mut child, listening, stderr_lines) = spawn_logging(&mut command);
         let lines = Lines::spawn_reader(child.stdout.take().expect("stdout"));
         let stdin = child.stdin.take().expect("stdin");
         Gateway {
@@ -265,7 +285,12 @@ impl Gateway {
 
     /// What the process wrote to stderr so far.
     pub fn stderr(&self) -> Vec<String> {
-        self.stderr_lines.lock().unwrap().clone()
+        self.stderr_lines.lines()
+    }
+
+    /// Waits for a stderr line that satisfies `want`; returns it.
+    pub fn stderr_line(&self, what: &str, want: impl Fn(&str) -> bool) -> String {
+        self.stderr_lines.wait_for(what, want)
     }
 
     /// The process id.
@@ -310,13 +335,87 @@ impl Drop for Gateway {
 pub fn spawn_announcing(
     command: &mut Command,
 ) -> (Child, Receiver<String>, Arc<Mutex<Vec<String>>>) {
+    let (child, listening, log) = spawn_logging(command);
+    let kept: Arc<Mutex<Vec<String>>> = Arc::default();
+    let copy = kept.clone();
+    std::thread::spawn(move || {
+        let mut seen = 0;
+        loop {
+            let (lines, ended) = log.after(seen);
+            seen += lines.len();
+            copy.lock().unwrap().extend(lines);
+            if ended {
+                break;
+            }
+        }
+    });
+    (child, listening, kept)
+}
+
+/// The lines so far, and whether stderr ended.
+type Kept = Mutex<(Vec<String>, bool)>;
+
+/// Every stderr line of a process, kept, with waits for a line to come.
+#[derive(Clone, Default)]
+pub struct StderrLog(Arc<(Kept, Condvar)>);
+
+impl StderrLog {
+    fn push(&self, line: Option<String>) {
+        let (lines, changed) = &*self.0;
+        let mut lines = lines.lock().unwrap();
+        match line {
+            Some(line) => lines.0.push(line),
+            None => lines.1 = true,
+        }
+        changed.notify_all();
+    }
+
+    /// The lines so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.0.0.lock().unwrap().0.clone()
+    }
+
+    /// The lines after the first `seen`, once there is one (or stderr ended, then `true`).
+    fn after(&self, seen: usize) -> (Vec<String>, bool) {
+        let (lines, changed) = &*self.0;
+        let mut lines = lines.lock().unwrap();
+        while lines.0.len() <= seen && !lines.1 {
+            lines = changed.wait(lines).unwrap();
+        }
+        (lines.0[seen..].to_vec(), lines.1)
+    }
+
+    /// Waits (at most [`BOUND`]) for a line that satisfies `want`; returns it.
+    pub fn wait_for(&self, what: &str, want: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + BOUND;
+        let (lines, changed) = &*self.0;
+        let mut guard = lines.lock().unwrap();
+        loop {
+            if let Some(line) = guard.0.iter().find(|l| want(l)) {
+                return line.clone();
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || guard.1 {
+                let seen = guard.0.clone();
+                // Not while holding the lock: the reader thread still takes it.
+                drop(guard);
+                panic!("no stderr line with {what} within {BOUND:?}: {seen:#?}");
+            }
+            guard = changed.wait_timeout(guard, left).unwrap().0;
+        }
+    }
+}
+
+/// Spawns a command with stderr piped: every `listening <addr>` line it announces arrives on
+/// the receiver, and every stderr line is kept in the log.
+pub fn spawn_logging(command: &mut Command) -> (Child, Receiver<String>, StderrLog) {
     let mut child = command
         .stderr(Stdio::piped())
         .spawn()
         .expect("the connop binary starts");
     let (listening_tx, listening) = channel();
-    let stderr_lines: Arc<Mutex<Vec<String>>> = Arc::default();
-    let kept = stderr_lines.clone();
+    let log = StderrLog::default();
+    let kept = log.clone();
     let stderr = child.stderr.take().expect("stderr");
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines() {
@@ -324,10 +423,36 @@ pub fn spawn_announcing(
             if let Some(addr) = line.strip_prefix("listening ") {
                 let _ = listening_tx.send(addr.to_owned());
             }
-            kept.lock().unwrap().push(line);
+            kept.push(Some(line));
         }
+        kept.push(None);
     });
-    (child, listening, stderr_lines)
+    (child, listening, log)
+}
+
+/// Runs a command to its end with stdout and stderr captured, failing the test (and killing
+/// the child) past the bound instead of hanging.
+pub fn output_bounded(command: &mut Command) -> std::process::Output {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the command starts");
+    let pipe = |mut p: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = p.read_to_end(&mut bytes);
+            bytes
+        })
+    };
+    let stdout = pipe(Box::new(child.stdout.take().expect("stdout")));
+    let stderr = pipe(Box::new(child.stderr.take().expect("stderr")));
+    let status = wait_bounded(child);
+    std::process::Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    }
 }
 
 /// Waits for a child's exit on a thread; past the bound the child is killed and the test

@@ -20,6 +20,15 @@ pub enum ApiError {
         /// The path.
         path: String,
     },
+    /// A request body larger than the cap (`--max-body`).
+    #[error("Request body is larger than {limit} bytes")]
+    BodyTooLarge {
+        /// The cap, in bytes.
+        limit: usize,
+    },
+    /// A path whose segments do not percent-decode to UTF-8.
+    #[error("The path {0} does not decode to UTF-8")]
+    BadPath(String),
     /// The body is not a JSON object.
     #[error("Invalid JSON")]
     InvalidJson,
@@ -70,7 +79,9 @@ impl ApiError {
             | ApiError::MissingInput
             | ApiError::NoUserMessage
             | ApiError::InvalidAuthor
-            | ApiError::MissingMessage => StatusCode::BAD_REQUEST,
+            | ApiError::MissingMessage
+            | ApiError::BadPath(_) => StatusCode::BAD_REQUEST,
+            ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::SessionExists(_) | ApiError::IdempotencyConflict => StatusCode::CONFLICT,
             ApiError::TurnFailed(_) | ApiError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::TurnStopped => StatusCode::SERVICE_UNAVAILABLE,
@@ -83,6 +94,8 @@ impl ApiError {
             ApiError::InvalidApiKey => "invalid_api_key",
             ApiError::NoRoute { .. } => "not_found",
             ApiError::InvalidJson => "invalid_json",
+            ApiError::BodyTooLarge { .. } => "body_too_large",
+            ApiError::BadPath(_) => "invalid_path",
             ApiError::MissingInput => "missing_input",
             ApiError::NoUserMessage => "no_user_message",
             ApiError::InvalidAuthor => "invalid_author",

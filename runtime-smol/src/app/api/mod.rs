@@ -20,6 +20,7 @@ pub mod store;
 
 pub use error::ApiError;
 
+use crate::app::net::{AcceptBackoff, ListenerLog};
 use connop_blocking::SystemClock;
 use connop_blocking::sync::{Count, CountGuard};
 use connop_core::run::SHUTDOWN_ERROR;
@@ -52,13 +53,20 @@ pub struct ApiConfig {
     pub api_key: Option<String>,
     /// Who answers turns.
     pub executor: TurnExecutor,
+    /// The largest request body read; a larger one is answered 413 ([`DEFAULT_MAX_BODY`]).
+    pub max_body: usize,
 }
+
+/// The default cap on an HTTP request body (1 MiB).
+pub const DEFAULT_MAX_BODY: usize = 1 << 20;
 
 /// The API's state.
 pub struct Api {
     store: Store,
     executor: TurnExecutor,
     api_key: Option<String>,
+    /// The largest request body read (413 past it).
+    max_body: usize,
     clock: SystemClock,
     runs: Mutex<HashMap<String, Arc<RunCell>>>,
     /// Idempotency-Key → the request body and the first answer.
@@ -80,6 +88,7 @@ impl Api {
             store,
             executor: config.executor,
             api_key: config.api_key.filter(|k| !k.is_empty()),
+            max_body: config.max_body,
             clock,
             runs: Mutex::default(),
             idempotency: Mutex::default(),
@@ -89,17 +98,23 @@ impl Api {
 
     /// Serves the API on `listener` until the future is dropped.
     pub async fn serve(self: Arc<Self>, listener: TcpListener) {
+        let log = ListenerLog::up(
+            listener
+                .local_addr()
+                .map_or_else(|_| "http".to_owned(), |a| format!("http:{a}")),
+        );
+        let name = log.name();
         let ex = smol::Executor::new();
+        let mut backoff = AcceptBackoff::default();
         ex.run(async {
             loop {
                 match listener.accept().await {
                     Ok((stream, _)) => {
+                        backoff.accepted(name);
                         ex.spawn(self.clone().connection(stream)).detach();
                     }
                     // Out of file descriptors and the like: back off, keep serving.
-                    Err(_) => {
-                        smol::Timer::after(Duration::from_millis(20)).await;
-                    }
+                    Err(error) => backoff.wait_after(name, &error).await,
                 }
             }
         })

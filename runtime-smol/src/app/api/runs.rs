@@ -6,6 +6,7 @@ use super::error::ApiError;
 use super::executor::{Turn, TurnOutcome};
 use super::input::{user_message, valid_author};
 use super::{Answer, Api, lock};
+use crate::app::telemetry;
 use connop_blocking::clock::random_hex;
 use connop_blocking::sync::Switch;
 use connop_core::run::{Run, StopOutcome, run_id};
@@ -85,6 +86,7 @@ impl Api {
         connop_blocking::clock::random_bytes(&mut entropy);
         let run = Run::new(run_id(entropy), session_id, self.clock.now());
         self.store.save_run(&run)?;
+        telemetry::run_started(&run); // logs and metrics (SPEC §12.5)
         let id = run.run_id().to_owned();
         let cell = Arc::new(RunCell::new(run));
         lock(&self.runs).insert(id.clone(), cell.clone());
@@ -128,6 +130,7 @@ impl Api {
                 TurnOutcome::Stopped => run.cancelled(now),
             };
         });
+        telemetry::run_finished(&lock(&cell.run)); // logs and metrics (SPEC §12.5)
     }
 
     /// A run this process is tracking.

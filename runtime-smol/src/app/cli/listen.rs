@@ -2,13 +2,15 @@
 //! accepted connection is its own transport.
 
 use crate::app::error::EnvironmentError;
+use crate::app::net::{AcceptBackoff, ListenerLog};
 use crate::app::rpc::RpcServer;
-use crate::app::rpc::transport::serve_transport;
+use crate::app::rpc::transport::{TransportInfo, serve_transport};
 use connop_blocking::sync::Count;
-use futures_lite::StreamExt;
+use std::io::ErrorKind;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// Where the JSON-RPC server listens: `unix:PATH` or `tcp:HOST:PORT`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,8 +57,12 @@ impl std::str::FromStr for ListenAddr {
 /// The transports accepted so far that may still be live, for shutdown to wait on.
 pub type Connections = Arc<Mutex<Vec<smol::Task<()>>>>;
 
+/// How long a unix socket's owner may take to answer before it counts as live anyway.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// Binds `addr`, says `listening <scheme>://<addr>` on stderr, and accepts transports until
-/// the returned task is dropped.
+/// the returned task is dropped. A unix socket another live process answers on is refused
+/// (`address in use`); a stale one (nobody answers) is replaced.
 pub async fn listen(
     addr: &ListenAddr,
     server: &Arc<RpcServer>,
@@ -64,11 +70,12 @@ pub async fn listen(
     connections: &Connections,
 ) -> Result<smol::Task<()>, EnvironmentError> {
     let (server, in_flight, connections) = (server.clone(), in_flight.clone(), connections.clone());
+    let shown = match addr {
+        ListenAddr::Tcp(tcp) => format!("tcp:{tcp}"),
+        ListenAddr::Unix(path) => format!("unix:{}", path.display()),
+    };
     let failed = |source| EnvironmentError::Listen {
-        addr: match addr {
-            ListenAddr::Tcp(tcp) => format!("tcp:{tcp}"),
-            ListenAddr::Unix(path) => format!("unix:{}", path.display()),
-        },
+        addr: shown.clone(),
         source,
     };
     match addr {
@@ -76,40 +83,97 @@ pub async fn listen(
             let listener = smol::net::TcpListener::bind(tcp).await.map_err(failed)?;
             let bound = listener.local_addr().map_err(failed)?;
             eprintln!("listening tcp://{bound}");
+            let log = ListenerLog::up(format!("tcp:{bound}"));
             Ok(smol::spawn(async move {
-                accept_all(listener.incoming(), server, in_flight, connections).await;
+                let accept = || async {
+                    let (stream, peer) = listener.accept().await?;
+                    let _ = stream.set_nodelay(true);
+                    Ok((stream, peer.to_string()))
+                };
+                accept_all(log.name(), "tcp", accept, server, in_flight, connections).await;
             }))
         }
         ListenAddr::Unix(path) => {
-            // A socket file left by an earlier run would make bind fail.
-            if std::fs::metadata(path).is_ok_and(|m| {
-                use std::os::unix::fs::FileTypeExt;
-                m.file_type().is_socket()
-            }) {
-                let _ = std::fs::remove_file(path);
+            if socket_is_live(path).await {
+                return Err(EnvironmentError::AddressInUse { addr: shown });
             }
             let listener = smol::net::unix::UnixListener::bind(path).map_err(failed)?;
             eprintln!("listening unix://{}", path.display());
+            let log = ListenerLog::up(shown);
             Ok(smol::spawn(async move {
-                accept_all(listener.incoming(), server, in_flight, connections).await;
+                let accept = || async {
+                    let (stream, _) = listener.accept().await?;
+                    Ok((stream, String::new()))
+                };
+                accept_all(log.name(), "unix", accept, server, in_flight, connections).await;
             }))
         }
     }
 }
 
-/// Serves every accepted connection as its own transport until the listener fails.
-async fn accept_all<S>(
-    mut incoming: impl futures_lite::Stream<Item = std::io::Result<S>> + Unpin,
+/// Whether another process answers on the unix socket at `path`. A socket file nobody
+/// answers on is stale and is removed (so the bind can take its place); anything that is no
+/// socket is left for the bind to refuse.
+async fn socket_is_live(path: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    let is_socket = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket());
+    if !is_socket {
+        return false;
+    }
+    let probe = futures_lite::future::or(
+        async { Some(smol::net::unix::UnixStream::connect(path).await) },
+        async {
+            smol::Timer::after(PROBE_TIMEOUT).await;
+            None
+        },
+    )
+    .await;
+    match probe {
+        // Answered, or too busy to answer at once (a full backlog): someone lives there.
+        Some(Ok(_)) | None => true,
+        Some(Err(e)) if e.kind() == ErrorKind::WouldBlock => true,
+        Some(Err(e)) if e.kind() == ErrorKind::ConnectionRefused => {
+            tracing::info!(
+                target: "connop::listener",
+                path = %path.display(),
+                "replacing a stale unix socket",
+            );
+            let _ = std::fs::remove_file(path);
+            false
+        }
+        // Gone meanwhile, or not ours to probe: the bind says what is wrong.
+        Some(Err(_)) => false,
+    }
+}
+
+/// Serves every accepted connection as its own transport, for as long as the task lives.
+async fn accept_all<S, F, Fut>(
+    name: &str,
+    kind: &'static str,
+    accept: F,
     server: Arc<RpcServer>,
     in_flight: Arc<Count>,
     connections: Connections,
 ) where
     S: futures_lite::AsyncRead + futures_lite::AsyncWrite + Clone + Unpin + Send + 'static,
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = std::io::Result<(S, String)>>,
 {
-    while let Some(Ok(stream)) = incoming.next().await {
+    let mut backoff = AcceptBackoff::default();
+    loop {
+        let (stream, peer) = match accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                backoff.wait_after(name, &error).await;
+                continue;
+            }
+        };
+        backoff.accepted(name);
+        let info = TransportInfo { kind, peer };
         let task = smol::spawn(serve_transport(
             server.clone(),
             in_flight.clone(),
+            info,
             stream.clone(),
             stream,
         ));

@@ -10,9 +10,10 @@
 
 use crate::app::error::{AppError, EnvironmentError, UpstreamError, UsageError};
 use connop_blocking::http::HttpError;
+use isahc::HttpClient;
 use isahc::config::Configurable;
-use isahc::{HttpClient, ReadResponseExt};
 use serde_json::{Value, json};
+use std::io::Read as _;
 use std::io::Write;
 use std::time::Duration;
 
@@ -24,6 +25,9 @@ const BOT_CHAT_TITLE: &str = "Bot Chat";
 
 /// The `object` prefixes a peer may answer with: ours and the original system's.
 const CHAT_OBJECT_PREFIXES: [&str; 2] = ["connop.session.chat.", "hermes.session.chat."];
+
+/// The most of a peer's answer that is read (4 MiB); a longer answer is refused.
+pub const MAX_PEER_ANSWER: u64 = 4 << 20;
 
 /// The longest slice of an unexpected body quoted in an error, so stderr stays readable.
 const BODY_EXCERPT_CHARS: usize = 200;
@@ -272,9 +276,20 @@ impl<'a> Peer<'a> {
             source,
         };
         let mut response = self.client.send(request).map_err(unreachable)?;
-        let body = response
-            .bytes()
+        let mut body = Vec::new();
+        response
+            .body_mut()
+            .take(MAX_PEER_ANSWER + 1)
+            .read_to_end(&mut body)
             .map_err(|e| unreachable(isahc::Error::from(e)))?;
+        if body.len() as u64 > MAX_PEER_ANSWER {
+            return Err(UpstreamError::PeerAnswerTooLarge {
+                method,
+                url,
+                limit: MAX_PEER_ANSWER,
+            }
+            .into());
+        }
         Ok((response.status().as_u16(), body))
     }
 }

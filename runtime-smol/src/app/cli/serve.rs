@@ -3,9 +3,10 @@
 
 use super::listen::{Connections, ListenAddr, listen};
 use super::watch_signals;
+use crate::app::api::executor::end_all_agent_commands;
 use crate::app::api::{Api, ApiConfig};
-use crate::app::error::{AppError, EnvironmentError};
-use crate::app::rpc::transport::serve_transport;
+use crate::app::error::{AppError, EnvironmentError, UsageError};
+use crate::app::rpc::transport::{TransportInfo, serve_transport};
 use crate::app::rpc::{RpcConfig, RpcServer};
 use connop_blocking::sync::Count;
 use futures_lite::StreamExt;
@@ -23,6 +24,34 @@ pub struct ServeOptions {
     pub http: Option<(SocketAddr, ApiConfig)>,
     /// How the JSON-RPC server runs operations.
     pub rpc: RpcConfig,
+}
+
+/// Refuses what would expose an unauthenticated protocol beyond this machine (SPEC §12.4):
+/// `--listen tcp:` on an address that is not loopback, and `--http` on one without an API
+/// key, unless `allow_remote`.
+pub fn check_exposure(
+    listen: &[ListenAddr],
+    http: Option<SocketAddr>,
+    has_api_key: bool,
+    allow_remote: bool,
+) -> Result<(), UsageError> {
+    if allow_remote {
+        return Ok(());
+    }
+    let loopback = |addr: &SocketAddr| addr.ip().to_canonical().is_loopback();
+    for addr in listen {
+        if let ListenAddr::Tcp(tcp) = addr {
+            if !loopback(tcp) {
+                return Err(UsageError::RemoteListen { addr: *tcp });
+            }
+        }
+    }
+    match http {
+        Some(addr) if !loopback(&addr) && !has_api_key => {
+            Err(UsageError::RemoteHttpWithoutKey { addr })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Serves until SIGINT, SIGTERM, or EOF of stdin when stdio is a transport; then settles
@@ -51,6 +80,10 @@ pub fn serve(options: ServeOptions) -> Result<(), AppError> {
             smol::spawn(serve_transport(
                 server.clone(),
                 in_flight.clone(),
+                TransportInfo {
+                    kind: "stdio",
+                    peer: String::new(),
+                },
                 smol::Unblock::new(std::io::stdin()),
                 smol::Unblock::new(std::io::stdout()),
             ))
@@ -98,6 +131,8 @@ pub fn serve(options: ServeOptions) -> Result<(), AppError> {
             smol::Timer::after(Duration::from_millis(900)).await;
         })
         .await;
+        // The grace between SIGTERM and SIGKILL does not fit in the second shutdown has.
+        end_all_agent_commands();
         Ok(())
     })
 }
@@ -118,4 +153,37 @@ async fn serve_api(
     eprintln!("listening http://{bound}");
     let task = smol::spawn(api.clone().serve(listener));
     Ok((api, task))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_or_allowed_addresses_are_exposed() {
+        let tcp = |s: &str| ListenAddr::Tcp(s.parse().unwrap());
+        let http = |s: &str| Some(s.parse::<SocketAddr>().unwrap());
+        let unix = ListenAddr::Unix("/tmp/x.sock".into());
+        for fine in [
+            "127.0.0.1:0",
+            "127.9.9.9:1",
+            "[::1]:0",
+            "[::ffff:127.0.0.1]:0",
+        ] {
+            assert!(check_exposure(&[tcp(fine), unix.clone()], None, false, false).is_ok());
+            assert!(check_exposure(&[], http(fine), false, false).is_ok());
+        }
+        for remote in ["0.0.0.0:0", "[::]:0", "192.0.2.1:7", "[::ffff:0.0.0.0]:1"] {
+            let refused = check_exposure(&[tcp(remote)], None, true, false).unwrap_err();
+            assert!(
+                matches!(refused, UsageError::RemoteListen { .. }),
+                "{refused}"
+            );
+            assert!(check_exposure(&[tcp(remote)], None, false, true).is_ok());
+            let refused = check_exposure(&[], http(remote), false, false).unwrap_err();
+            assert!(refused.to_string().contains("no --api-key"), "{refused}");
+            assert!(check_exposure(&[], http(remote), true, false).is_ok());
+            assert!(check_exposure(&[], http(remote), false, true).is_ok());
+        }
+    }
 }

@@ -8,7 +8,7 @@
 
 pub mod transport;
 
-use crate::driver::manage_connections;
+use crate::app::telemetry::{ObservedToolGateway, manage_connections};
 use connop_blocking::clock::random_hex;
 use connop_blocking::sync::Switch;
 use connop_blocking::{EventSink, Interrupt, SharedRegistry, ToolContext};
@@ -21,6 +21,7 @@ use connop_core::tool_gateway::{AsyncToolGateway, GatewayCall, GatewayError, Gat
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
+pub use transport::{DEFAULT_MAX_OUTPUT, Outbox};
 
 /// How the JSON-RPC server runs operations.
 #[derive(Clone)]
@@ -35,10 +36,10 @@ pub struct RpcConfig {
     pub deadline: Duration,
     /// The local MCP catalog.
     pub catalog: Vec<Text>,
+    /// How many bytes of answers and events may wait for one transport's client to read
+    /// them; past it the transport closes ([`DEFAULT_MAX_OUTPUT`]: 16 MiB).
+    pub max_output: usize,
 }
-
-/// Where a transport's lines go: answers and events, in order, to its writer.
-pub type Outbox = async_channel::Sender<String>;
 
 /// A transport as the server knows it: its id in the session table and its outbox.
 #[derive(Clone)]
@@ -48,9 +49,9 @@ pub struct TransportHandle {
 }
 
 impl TransportHandle {
-    /// Sends a line; a closed transport drops it.
+    /// Sends a line; a closed transport drops it, and so does one past its output bound.
     pub fn send(&self, line: String) {
-        let _ = self.out.try_send(line);
+        self.out.send(line);
     }
 }
 
@@ -67,6 +68,8 @@ struct SessionLink {
 /// The JSON-RPC server's state, shared by every transport.
 pub struct RpcServer {
     config: RpcConfig,
+    /// The tool gateway as `connectors.list` calls it, outside any operation.
+    list_gateway: Arc<ObservedToolGateway>,
     registry: SharedRegistry,
     sessions: Mutex<SessionTable<SessionLink>>,
     /// Tells every transport to stop reading (shutdown).
@@ -78,6 +81,10 @@ impl RpcServer {
     pub fn new(config: RpcConfig) -> Arc<Self> {
         Arc::new(RpcServer {
             registry: SharedRegistry::new(config.profile.clone()),
+            list_gateway: Arc::new(ObservedToolGateway::new(
+                config.tool_gateway.clone(),
+                "connectors.list",
+            )),
             config,
             sessions: Mutex::default(),
             stopping: Switch::default(),
@@ -138,13 +145,15 @@ impl RpcServer {
     pub fn begin(self: &Arc<Self>, transport: &TransportHandle, request: Request) -> RequestStep {
         let id = request.id.clone();
         match self.decide(transport, request) {
-            Ok(Decided::Answer(result)) => RequestStep::Answer(rpc::result_line(&id, &result)),
+            Ok(Decided::Answer(result)) => {
+                RequestStep::Answer(rpc::reply_line(id.as_ref(), Ok(&result)))
+            }
             Ok(Decided::Later(kind)) => RequestStep::Later(PendingRequest {
                 server: self.clone(),
                 id,
                 kind,
             }),
-            Err(error) => RequestStep::Answer(rpc::error_line(&id, &error)),
+            Err(error) => RequestStep::Answer(rpc::reply_line(id.as_ref(), Err(&error))),
         }
     }
 
@@ -239,7 +248,7 @@ impl RpcServer {
                 // An event kind this server predates has no line on the protocol.
                 _ => return,
             };
-            let _ = out.try_send(line);
+            out.send(line);
         })
     }
 
@@ -266,7 +275,7 @@ impl RpcServer {
 
     async fn list(&self) -> Result<Value, RpcError> {
         let call = GatewayCall::List { timeout: None };
-        let rows = self.config.tool_gateway.clone().call(call).await;
+        let rows = self.list_gateway.clone().call(call).await;
         match rows.and_then(GatewayReply::into_connectors) {
             Ok(rows) => {
                 let rows: Vec<Value> = rows.into_iter().map(|r| r.raw).collect();
@@ -280,8 +289,8 @@ impl RpcServer {
 
 /// What a request led to.
 pub enum RequestStep {
-    /// The answer line, ready now.
-    Answer(String),
+    /// The answer line, ready now (none for a notification).
+    Answer(Option<String>),
     /// A request that waits (manage, list): run it to get its answer line.
     Later(PendingRequest),
 }
@@ -300,13 +309,14 @@ enum Later {
 /// A checked request that waits for the tool gateway or for its operation to settle.
 pub struct PendingRequest {
     server: Arc<RpcServer>,
-    id: Value,
+    /// `None` for a notification: it runs, and is not answered.
+    id: Option<Value>,
     kind: Later,
 }
 
 impl PendingRequest {
-    /// Runs it to its answer line.
-    pub async fn run(self) -> String {
+    /// Runs it to its answer line (none for a notification).
+    pub async fn run(self) -> Option<String> {
         let result = match self.kind {
             Later::Manage(call) => {
                 let (session, params) = *call;
@@ -314,9 +324,6 @@ impl PendingRequest {
             }
             Later::List => self.server.list().await,
         };
-        match result {
-            Ok(result) => rpc::result_line(&self.id, &result),
-            Err(error) => rpc::error_line(&self.id, &error),
-        }
+        rpc::reply_line(self.id.as_ref(), result.as_ref())
     }
 }

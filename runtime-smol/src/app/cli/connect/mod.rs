@@ -9,7 +9,7 @@ mod screen;
 
 use super::{choose_tool_gateway, print_stdout, profile, watch_signals};
 use crate::app::error::AppError;
-use crate::driver::manage_connections;
+use crate::app::telemetry::manage_connections;
 use connop_blocking::clock::random_hex;
 use connop_blocking::{Interrupt, SharedRegistry, ToolContext};
 use connop_core::flow::Surface;

@@ -6,7 +6,7 @@
 //!   newlines removed is the reply; a non-zero exit fails the turn with its stderr; a stop
 //!   kills it.
 
-use super::store::Message;
+use crate::app::store::Message;
 use futures_lite::AsyncWriteExt;
 use serde_json::json;
 use std::future::Future;

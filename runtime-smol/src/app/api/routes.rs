@@ -2,6 +2,7 @@
 //! route, the body read, the path matched; every answer JSON but the event stream.
 
 use super::error::ApiError;
+use super::runs::to_the_end;
 use super::{Api, Streaming};
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::body::{Bytes, Incoming};
@@ -57,12 +58,19 @@ impl Api {
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
         let answer = match (&parts.method, segments.as_slice()) {
-            (&Method::POST, ["v1", "runs"]) => self.create_run(&body, idempotency_key),
-            (&Method::GET, ["v1", "runs", id]) => self.get_run(id),
-            (&Method::POST, ["v1", "runs", id, "stop"]) => self.stop_run(id),
-            (&Method::GET, ["v1", "runs", id, "events"]) => return self.events(id, streaming),
-            (&Method::GET, ["api", "sessions"]) => self.list_sessions(),
-            (&Method::POST, ["api", "sessions"]) => self.create_session(&body),
+            (&Method::POST, ["v1", "runs"]) => {
+                let work = self.clone().create_run(body.to_vec(), idempotency_key);
+                to_the_end(work).await
+            }
+            (&Method::GET, ["v1", "runs", id]) => self.get_run(id).await,
+            (&Method::POST, ["v1", "runs", id, "stop"]) => {
+                to_the_end(self.clone().stop_run((*id).to_owned())).await
+            }
+            (&Method::GET, ["v1", "runs", id, "events"]) => {
+                return self.events(id, streaming).await;
+            }
+            (&Method::GET, ["api", "sessions"]) => self.list_sessions().await,
+            (&Method::POST, ["api", "sessions"]) => self.create_session(&body).await,
             (&Method::POST, ["api", "sessions", id, "chat"]) => self.chat(id, &body).await,
             _ => Err(ApiError::NoRoute {
                 method: parts.method.to_string(),

@@ -26,6 +26,10 @@ use tokio_postgres::{AsyncMessage, Client};
 /// How often a replica looks for dead replicas' runs.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
+/// How long a replica id held by another process is tried again before the start is
+/// refused: the server frees the id of a process that just died when it notices.
+const ID_GRACE: Duration = Duration::from_secs(3);
+
 /// How long a broken listening connection waits before it is made again.
 const RECONNECT_AFTER: Duration = Duration::from_secs(1);
 
@@ -41,7 +45,16 @@ struct Listening {
 pub(super) async fn start(
     shared: &Arc<Shared>,
 ) -> Result<(smol::Task<()>, smol::Task<()>), StoreError> {
-    let listening = listen(shared).await?;
+    // A process that died a moment ago may still hold the id until the server notices.
+    let given_up = std::time::Instant::now() + ID_GRACE;
+    let listening = loop {
+        match listen(shared).await {
+            Err(StoreError::ReplicaInUse(_)) if std::time::Instant::now() < given_up => {
+                smol::Timer::after(Duration::from_millis(100)).await;
+            }
+            other => break other?,
+        }
+    };
     let beating: Arc<Mutex<Option<Arc<Client>>>> =
         Arc::new(Mutex::new(Some(listening.client.clone())));
     beat(&listening.client, &shared.replica).await?;

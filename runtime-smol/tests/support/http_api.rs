@@ -43,7 +43,26 @@ impl Api {
 
     /// The same from `command` (a wrapper that sets the umask, say).
     pub fn start_with(mut command: Command, place: &Place, replica: &str, args: &[&str]) -> Self {
-        let (child, listening, stderr) = Api::spawn(&mut command, place, replica, args);
+        Api::listening(Api::spawn(&mut command, place, replica, args), args)
+    }
+
+    /// Several replicas of `place`'s store, started at once (PostgreSQL).
+    pub fn start_replicas(place: &Place, replicas: &[&str], args: &[&str]) -> Vec<Self> {
+        let spawned: Vec<_> = replicas
+            .iter()
+            .map(|replica| Api::spawn(&mut connop(), place, replica, args))
+            .collect();
+        spawned
+            .into_iter()
+            .map(|spawned| Api::listening(spawned, args))
+            .collect()
+    }
+
+    /// A spawned gateway once it listens.
+    pub fn listening(
+        (child, listening, stderr): (Child, Receiver<String>, Arc<Mutex<Vec<String>>>),
+        args: &[&str],
+    ) -> Self {
         let url = listening.recv_timeout(BOUND).unwrap_or_else(|_| {
             panic!(
                 "the API listens; stderr: {:?}",

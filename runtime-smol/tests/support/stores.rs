@@ -77,6 +77,26 @@ impl Place {
         }
     }
 
+    /// The first column of each row `sql` answers on this place's database (PostgreSQL).
+    pub fn query(&self, sql: &str) -> Vec<String> {
+        let db = self.database.as_ref().expect("a PostgreSQL place");
+        on_server(&db.url, |client| async move {
+            let messages = client
+                .simple_query(sql)
+                .await
+                .unwrap_or_else(|e| panic!("{sql}: {e}"));
+            messages
+                .into_iter()
+                .filter_map(|m| match m {
+                    tokio_postgres::SimpleQueryMessage::Row(row) => {
+                        Some(row.get(0).unwrap_or("NULL").to_owned())
+                    }
+                    _ => None,
+                })
+                .collect()
+        })
+    }
+
     /// Where `CONNOP_HOME` is.
     pub fn home(&self) -> &Path {
         &self.home
@@ -117,8 +137,11 @@ pub fn with_database(url: &str, name: &str) -> String {
     format!("{scheme}://{authority}/{name}{query}")
 }
 
-/// Runs `sql` on the test server's database (a statement per call, no parameters).
-pub fn admin(url: &str, sql: &str) {
+/// Runs `work` with a client of the database at `url`.
+fn on_server<T, F: std::future::Future<Output = T>>(
+    url: &str,
+    work: impl FnOnce(std::rc::Rc<tokio_postgres::Client>) -> F,
+) -> T {
     smol::block_on(async {
         let options = PgOptions::from_url(url).expect("a postgres URL");
         let config: tokio_postgres::Config = url.parse().expect("a postgres URL");
@@ -128,12 +151,21 @@ pub fn admin(url: &str, sql: &str) {
         let driver = smol::spawn(async move {
             let _ = connection.await;
         });
+        let client = std::rc::Rc::new(client);
+        let answer = work(client.clone()).await;
+        drop(client);
+        driver.await;
+        answer
+    })
+}
+
+/// Runs `sql` on the database at `url` (statements without parameters).
+pub fn admin(url: &str, sql: &str) {
+    on_server(url, |client| async move {
         client
             .batch_execute(sql)
             .await
             .unwrap_or_else(|e| panic!("{sql}: {e}"));
-        drop(client);
-        driver.await;
     })
 }
 

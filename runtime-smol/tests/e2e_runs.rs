@@ -397,3 +397,25 @@ fn the_state_database_and_its_files_are_private_whatever_the_umask() {
         assert_eq!(mode, 0o600, "{file} is {mode:o}");
     }
 }
+
+/// `--database-url` that is not PostgreSQL is the person's to fix (exit 2); one that no server
+/// answers is this machine's (exit 1); neither says the password.
+#[test]
+fn a_database_url_that_cannot_be_used_says_why_without_the_password() {
+    let place = Place::new(StoreKind::Sqlite);
+    for (url, code, said) in [
+        ("mysql://root:hunter2@db/x", 2, "must be a postgres:// URL"),
+        (
+            "postgres://app:hunter2@127.0.0.1:9/connop?connect_timeout=5",
+            1,
+            "cannot reach the database at app@127.0.0.1:9/connop",
+        ),
+    ] {
+        let (child, _, stderr) = Api::spawn(&mut connop(), &place, "a", &["--database-url", url]);
+        let status = wait_bounded(child);
+        let stderr = stderr.lock().unwrap().join("\n");
+        assert_eq!(status.code(), Some(code), "{url}: {stderr}");
+        assert!(stderr.contains(said), "{url}: {stderr}");
+        assert!(!stderr.contains("hunter2"), "{url}: {stderr}");
+    }
+}

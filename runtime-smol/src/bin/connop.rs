@@ -111,8 +111,9 @@ struct ServeArgs {
         hide_env_values = true
     )]
     database_url: Option<String>,
-    /// This replica's id on the shared database (default: <hostname>:<http port>). A process
-    /// that starts under the id of a dead one ends that one's unsettled runs at once.
+    /// This replica's id on the shared database (default: HOST:PORT, this host's name and the
+    /// --http port). A process that starts under the id of a dead one ends that one's
+    /// unsettled runs at once.
     #[arg(
         long,
         value_name = "ID",
@@ -253,7 +254,7 @@ fn run(cli: Cli) -> Result<(), AppError> {
                     let mut options = PgOptions::from_url(url).map_err(UsageError::from)?;
                     options.replica_id = args.replica_id;
                     options.pool_size = args.database_pool;
-                    Database::Postgres(options)
+                    Database::Postgres(Box::new(options))
                 }
                 None => Database::Sqlite {
                     home: PathBuf::from(&*profile()),

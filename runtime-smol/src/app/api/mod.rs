@@ -83,7 +83,7 @@ impl Api {
         let signals = Arc::new(RunSignals::default());
         let store = store::open(&config.database, signals.clone(), http_port, clock.now()).await?;
         let housekeeping = smol::spawn({
-            let (store, clock) = (store.clone(), clock.clone());
+            let (store, clock) = (store.clone(), clock);
             async move {
                 loop {
                     let _ = store.forget_expired_keys(clock.now()).await;

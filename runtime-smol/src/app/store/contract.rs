@@ -128,8 +128,8 @@ macro_rules! both_stores {
 
 /// Every future polled together (so PostgreSQL gets them at once), answers in order.
 async fn join_all<T>(futures: Vec<StoreFuture<'_, T>>) -> Vec<Result<T, StoreError>> {
-    let mut slots: Vec<(StoreFuture<'_, T>, Option<Result<T, StoreError>>)> =
-        futures.into_iter().map(|f| (f, None)).collect();
+    type Slot<'a, T> = (StoreFuture<'a, T>, Option<Result<T, StoreError>>);
+    let mut slots: Vec<Slot<'_, T>> = futures.into_iter().map(|f| (f, None)).collect();
     std::future::poll_fn(|cx| {
         let mut pending = false;
         for (future, answer) in &mut slots {

@@ -99,7 +99,7 @@ pub enum Database {
         home: PathBuf,
     },
     /// PostgreSQL, as one replica among any number.
-    Postgres(postgres::PgOptions),
+    Postgres(Box<postgres::PgOptions>),
 }
 
 /// Opens the store: creates or migrates its schema, and ends the runs an earlier process of

@@ -12,8 +12,9 @@
 //! - Each replica has an id (`--replica-id`, by default `<hostname>:<http port>`), held by a
 //!   session advisory lock on its listening connection while it lives: a second live process
 //!   with the same id is refused, and a process that starts under the id of a dead one ends
-//!   that one's unsettled runs at once, as a restart. See [`replica`] for heartbeats and the
-//!   sweep of dead replicas' runs.
+//!   that one's unsettled runs at once, as a restart.
+//! - Each replica beats a heartbeat every 2 s on its listening connection; every second it
+//!   interrupts the unsettled runs of replicas silent for 10 s (`replica.rs`).
 //! - `Idempotency-Key`s are one table with the key as primary key: two replicas inserting the
 //!   same key at once are serialized by the database, and the second reads the first's answer.
 

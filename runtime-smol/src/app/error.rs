@@ -5,9 +5,10 @@
 //!
 //! Every message names what to fix: the flag, the path, the URL.
 
-use super::api::store::StoreError;
 use super::lease::Refusal;
 use super::telemetry::LogFilterError;
+use super::store::StoreError;
+use super::store::postgres::DatabaseUrlError;
 use connop_blocking::http::HttpError;
 use std::io;
 
@@ -91,6 +92,9 @@ pub enum UsageError {
         /// The address.
         addr: std::net::SocketAddr,
     },
+    /// `--database-url` that is not a usable PostgreSQL URL.
+    #[error(transparent)]
+    DatabaseUrl(#[from] DatabaseUrlError),
     /// `peer dm --url` that is no usable URL.
     #[error("--url {url:?} is not a usable peer URL, e.g. http://127.0.0.1:8642: {reason}")]
     PeerUrl {

@@ -3,7 +3,8 @@
 //! - servers: [`rpc`], the JSON-RPC server of SPEC §7 and its transports; [`api`], the HTTP
 //!   API of runs and sessions (SPEC §9) with its store and turn executors; [`sim_gateway`],
 //!   the simulated tool gateway (SPEC §6.1);
-//! - state: [`lease`], which live process holds a session (SPEC §9.3);
+//! - state: [`store`], sessions and runs in SQLite or PostgreSQL (SPEC §9, §12.6);
+//!   [`lease`], which live process holds a session (SPEC §9.3);
 //! - [`cli`]: one module per subcommand (`gateway`, `connect` with its terminal card,
 //!   `sim-gateway`, `peer dm`, `lease`), and [`error`], the errors they end with, split by
 //!   blame.
@@ -20,3 +21,4 @@ pub mod private_fs;
 pub mod rpc;
 pub mod sim_gateway;
 pub mod telemetry;
+pub mod store;

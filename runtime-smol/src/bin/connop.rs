@@ -15,6 +15,8 @@ use connop_smol::app::rpc::{DEFAULT_MAX_OUTPUT, RpcConfig};
 use connop_smol::app::sim_gateway::SimOptions;
 use connop_smol::app::telemetry::{LogFormat, init_logging};
 use std::io::IsTerminal as _;
+use connop_smol::app::store::Database;
+use connop_smol::app::store::postgres::{DEFAULT_POOL_SIZE, PgOptions};
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -25,7 +27,7 @@ use std::process::ExitCode;
     name = "connop",
     version,
     about = "Connection operations for AI-agent gateways: connect accounts through a tool gateway, settle exactly once.",
-    after_help = "Environment:\n  CONNECTOR_GATEWAY_URL    the tool gateway's origin; unset: an embedded simulated gateway is started\n  CONNECTOR_GATEWAY_TOKEN  its bearer token\n  CONNOP_HOME              where state lives (default ~/.connop)\n  RUST_LOG                 what is logged on stderr (default info; warn for connect's card on a terminal)"
+    after_help = "Environment:\n  CONNECTOR_GATEWAY_URL    the tool gateway's origin; unset: an embedded simulated gateway is started\n  CONNECTOR_GATEWAY_TOKEN  its bearer token\n  CONNOP_HOME              where state lives (default ~/.connop)\n  CONNOP_DATABASE_URL      gateway --http: sessions and runs in PostgreSQL, shared by replicas\n  RUST_LOG                 what is logged on stderr (default info; warn for connect's card on a terminal)"
 )]
 struct Cli {
     /// The shape of log lines on stderr: `text` or `json` (one object per line). RUST_LOG
@@ -98,7 +100,8 @@ struct ServeArgs {
     #[arg(long)]
     stdio: bool,
     /// Serve the HTTP API of runs, sessions and session chat on HOST:PORT (port 0 picks one;
-    /// prints `listening http://<addr>`). State lives in CONNOP_HOME/state.db.
+    /// prints `listening http://<addr>`). State lives in CONNOP_HOME/state.db, or in
+    /// PostgreSQL with --database-url.
     #[arg(long, value_name = "HOST:PORT")]
     http: Option<SocketAddr>,
     /// Require `Authorization: Bearer K` on every HTTP route but /health.
@@ -115,6 +118,29 @@ struct ServeArgs {
     /// no authentication), and `--http` on one without `--api-key`.
     #[arg(long)]
     allow_remote: bool,
+    /// Keep sessions, messages, runs, run events and idempotency keys in PostgreSQL at URL
+    /// (postgres://user:password@host:port/database) instead of SQLite in CONNOP_HOME: any
+    /// number of gateways may share it, each one replica of the others.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "CONNOP_DATABASE_URL",
+        hide_env_values = true
+    )]
+    database_url: Option<String>,
+    /// This replica's id on the shared database (default: HOST:PORT, this host's name and the
+    /// --http port). A process that starts under the id of a dead one ends that one's
+    /// unsettled runs at once.
+    #[arg(
+        long,
+        value_name = "ID",
+        env = "CONNOP_REPLICA_ID",
+        requires = "database_url"
+    )]
+    replica_id: Option<String>,
+    /// Pooled connections to the shared database, at most.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_POOL_SIZE, env = "CONNOP_DATABASE_POOL")]
+    database_pool: usize,
     /// Who answers turns: `echo` (the reply is the message).
     #[arg(long, value_name = "NAME", default_value = "echo", value_parser = ["echo"])]
     agent: String,
@@ -247,9 +273,20 @@ fn run(cli: Cli) -> Result<(), AppError> {
                 Some(command) => TurnExecutor::Command(command),
                 None => TurnExecutor::Echo,
             };
+            let database = match args.database_url.as_deref().filter(|u| !u.is_empty()) {
+                Some(url) => {
+                    let mut options = PgOptions::from_url(url).map_err(UsageError::from)?;
+                    options.replica_id = args.replica_id;
+                    options.pool_size = args.database_pool;
+                    Database::Postgres(Box::new(options))
+                }
+                None => Database::Sqlite {
+                    home: PathBuf::from(&*profile()),
+                },
+            };
             let http = args.http.map(|addr| {
                 let api = ApiConfig {
-                    home: PathBuf::from(&*profile()),
+                    database,
                     api_key: args.api_key,
                     executor,
                     max_body: args.max_body,

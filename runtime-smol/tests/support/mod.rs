@@ -4,6 +4,9 @@
 
 #![allow(dead_code)]
 
+pub mod http_api;
+pub mod stores;
+
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};

@@ -2,7 +2,7 @@
 //! The caller's mistakes are `invalid_request_error` (4xx); a failed turn or store is
 //! `server_error` (5xx).
 
-use super::store::StoreError;
+use crate::app::store::StoreError;
 use hyper::StatusCode;
 use serde_json::{Value, json};
 
@@ -62,6 +62,9 @@ pub enum ApiError {
     /// The turn was stopped before it answered.
     #[error("The turn was stopped.")]
     TurnStopped,
+    /// The work behind the request ended without an answer.
+    #[error("The request was abandoned before it was answered.")]
+    Abandoned,
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -83,7 +86,9 @@ impl ApiError {
             | ApiError::BadPath(_) => StatusCode::BAD_REQUEST,
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::SessionExists(_) | ApiError::IdempotencyConflict => StatusCode::CONFLICT,
-            ApiError::TurnFailed(_) | ApiError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::TurnFailed(_) | ApiError::Abandoned | ApiError::Store(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
             ApiError::TurnStopped => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -106,7 +111,7 @@ impl ApiError {
             ApiError::IdempotencyConflict => "idempotency_key_conflict",
             ApiError::TurnFailed(_) => "turn_failed",
             ApiError::TurnStopped => "turn_stopped",
-            ApiError::Store(_) => "internal_error",
+            ApiError::Abandoned | ApiError::Store(_) => "internal_error",
         }
     }
 

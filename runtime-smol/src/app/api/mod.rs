@@ -7,7 +7,11 @@
 //!
 //! - `routes`: from a request to its handler, and the answer's shape;
 //! - `runs`, `sessions`, `events`: the handlers (runs, sessions and chat, event streams);
-//! - [`executor`]: who answers turns; [`store`]: SQLite at `CONNOP_HOME/state.db`.
+//! - [`executor`]: who answers turns; the store ([`crate::app::store`]) keeps sessions,
+//!   runs, their events and idempotency keys, in SQLite or PostgreSQL.
+//!
+//! Nothing of a run stays in memory but the stop switch of a turn running here: `GET`, stops
+//! and event streams read the store, so any replica answers for any run.
 
 mod error;
 mod events;
@@ -16,28 +20,24 @@ mod input;
 mod routes;
 mod runs;
 mod sessions;
-pub mod store;
 
 pub use error::ApiError;
 
 use crate::app::net::{AcceptBackoff, ListenerLog};
+use crate::app::store::{self, Database, RunSignals, Store, StoreError};
 use connop_blocking::SystemClock;
 use connop_blocking::sync::{Count, CountGuard};
-use connop_core::run::SHUTDOWN_ERROR;
+use connop_core::run::{RunChange, SHUTDOWN_ERROR};
 use executor::TurnExecutor;
 use hyper::StatusCode;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use runs::{FirstAnswer, RunCell};
 use serde_json::Value;
 use smol::net::{TcpListener, TcpStream};
 use smol_hyper::rt::{FuturesIo, SmolTimer};
-use std::collections::HashMap;
 use std::convert::Infallible;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
-use store::{Store, StoreError};
 
 /// What a handler answers: a status and a JSON body, or why not.
 type Answer = Result<(StatusCode, Value), ApiError>;
@@ -47,8 +47,8 @@ type Streaming = Arc<Mutex<Option<CountGuard>>>;
 
 /// What the HTTP API needs.
 pub struct ApiConfig {
-    /// `CONNOP_HOME`: `state.db` lives there.
-    pub home: PathBuf,
+    /// Where sessions and runs are kept.
+    pub database: Database,
     /// The bearer key every route but `/health` requires, if any.
     pub api_key: Option<String>,
     /// Who answers turns.
@@ -62,37 +62,52 @@ pub const DEFAULT_MAX_BODY: usize = 1 << 20;
 
 /// The API's state.
 pub struct Api {
-    store: Store,
+    store: Arc<dyn Store>,
+    /// Event-stream wake-ups and the stop switches of the turns running here.
+    signals: Arc<RunSignals>,
     executor: TurnExecutor,
     api_key: Option<String>,
     /// The largest request body read (413 past it).
     max_body: usize,
     clock: SystemClock,
-    runs: Mutex<HashMap<String, Arc<RunCell>>>,
-    /// Idempotency-Key → the request body and the first answer.
-    idempotency: Mutex<HashMap<String, FirstAnswer>>,
     /// Event streams still writing (shutdown waits for them to say `run.interrupted`).
     streams: Arc<Count>,
+    /// Forgets expired idempotency keys now and then; ends with the API.
+    _housekeeping: smol::Task<()>,
 }
+
+/// How often expired idempotency keys are forgotten.
+const HOUSEKEEPING_EVERY: Duration = Duration::from_secs(600);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Api {
-    /// Opens the store (marking runs a dead process left unsettled `interrupted`).
-    pub fn open(config: ApiConfig) -> Result<Arc<Self>, StoreError> {
+    /// Opens the store (marking runs a dead process left unsettled `interrupted`);
+    /// `http_port` is the API's bound port (a PostgreSQL replica's default id names it).
+    pub async fn open(config: ApiConfig, http_port: u16) -> Result<Arc<Self>, StoreError> {
         let clock = SystemClock::new();
-        let store = Store::open(&config.home, clock.now())?;
+        let signals = Arc::new(RunSignals::default());
+        let store = store::open(&config.database, signals.clone(), http_port, clock.now()).await?;
+        let housekeeping = smol::spawn({
+            let (store, clock) = (store.clone(), clock);
+            async move {
+                loop {
+                    let _ = store.forget_expired_keys(clock.now()).await;
+                    smol::Timer::after(HOUSEKEEPING_EVERY).await;
+                }
+            }
+        });
         Ok(Arc::new(Api {
             store,
+            signals,
             executor: config.executor,
             api_key: config.api_key.filter(|k| !k.is_empty()),
             max_body: config.max_body,
             clock,
-            runs: Mutex::default(),
-            idempotency: Mutex::default(),
             streams: Arc::default(),
+            _housekeeping: housekeeping,
         }))
     }
 
@@ -144,27 +159,37 @@ impl Api {
     /// commands killed; the cancellation that follows changes nothing). Returns once the
     /// event streams wrote their last event, or after `within`.
     pub async fn shut_down(&self, within: Duration) {
-        let cells: Vec<Arc<RunCell>> = lock(&self.runs).values().cloned().collect();
+        let here = self.signals.running_here();
         let now = self.clock.now();
-        for cell in &cells {
-            let ended = {
-                let mut run = lock(&cell.run);
-                let ended = run.interrupt(SHUTDOWN_ERROR, now);
-                if ended {
-                    let _ = self.store.save_run(&run);
-                }
-                ended
-            };
-            if ended {
-                cell.changed.notify(usize::MAX);
-            }
-        }
-        for cell in &cells {
-            cell.stop.flip();
+        // Stored (and so told to every stream, here and on other replicas) together.
+        let interrupts: Vec<_> = here
+            .iter()
+            .map(|id| {
+                self.store
+                    .apply(id, RunChange::Interrupt(SHUTDOWN_ERROR), now)
+            })
+            .collect();
+        join_all(interrupts).await;
+        for id in &here {
+            self.signals.stop_here(id);
         }
         futures_lite::future::or(self.streams.wait_zero(), async {
             smol::Timer::after(within).await;
         })
         .await;
+        let _ = self.store.leave().await;
     }
+}
+
+/// Awaits every future, all at once.
+async fn join_all<F: std::future::Future + Unpin>(mut futures: Vec<F>) {
+    std::future::poll_fn(|cx| {
+        futures.retain_mut(|f| std::pin::Pin::new(f).poll(cx).is_pending());
+        if futures.is_empty() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await
 }

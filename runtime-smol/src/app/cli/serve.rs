@@ -137,19 +137,20 @@ pub fn serve(options: ServeOptions) -> Result<(), AppError> {
     })
 }
 
-/// Opens the store, binds `addr`, says `listening http://<addr>`, and serves the HTTP API
+/// Binds `addr`, opens the store, says `listening http://<addr>`, and serves the HTTP API
 /// until the task is dropped.
 async fn serve_api(
     addr: SocketAddr,
     config: ApiConfig,
 ) -> Result<(Arc<Api>, smol::Task<()>), AppError> {
-    let api = Api::open(config)?;
     let failed = |source| EnvironmentError::Listen {
         addr: addr.to_string(),
         source,
     };
     let listener = smol::net::TcpListener::bind(addr).await.map_err(failed)?;
     let bound = listener.local_addr().map_err(failed)?;
+    // After the bind: a PostgreSQL replica's default id is this host and port.
+    let api = Api::open(config, bound.port()).await?;
     eprintln!("listening http://{bound}");
     let task = smol::spawn(api.clone().serve(listener));
     Ok((api, task))

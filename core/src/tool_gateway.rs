@@ -63,9 +63,10 @@ pub struct MintRequest {
     pub connectors: Vec<Text>,
     /// `true` for reconnect.
     pub reinitiate: bool,
-    /// `Some("connop-desktop")` on the desktop surface only.
-    pub return_to: Option<&'static str>,
-    /// The operation id, on the desktop surface only.
+    /// Where the vendor sends the browser back: `connop-desktop` on the desktop surface, the
+    /// host's own return URL when it gave one (SPEC §12.1), else none.
+    pub return_to: Option<Text>,
+    /// The operation id, whenever `return_to` rides the mint.
     pub op: Option<OpId>,
 }
 

@@ -396,8 +396,8 @@ impl Exchange {
             .collect();
         body.insert("connectors".into(), Value::Array(connectors));
         body.insert("reinitiate".into(), request.reinitiate.into());
-        if let Some(return_to) = request.return_to {
-            body.insert("returnTo".into(), return_to.into());
+        if let Some(return_to) = &request.return_to {
+            body.insert("returnTo".into(), (&**return_to).into());
         }
         if let Some(op) = &request.op {
             body.insert("op".into(), op.as_str().into());
@@ -766,7 +766,7 @@ mod tests {
         let call = GatewayCall::Mint(Box::new(MintRequest {
             connectors: vec!["gmail".into()],
             reinitiate: true,
-            return_to: Some(DESKTOP_RETURN_TO),
+            return_to: Some(DESKTOP_RETURN_TO.into()),
             op: Some(op),
         }));
         let (_, sent) = drive(&config(), &call, vec![ok(json!({"results": []}))]);

@@ -123,6 +123,9 @@ pub struct FlowConfig {
     pub local_catalog: Vec<Text>,
     /// The agent's tool call id, echoed in the card request.
     pub tool_call_id: Option<Text>,
+    /// Where the vendor sends the browser back after a decision (the mint's `returnTo`), on
+    /// any surface; `None`: `connop-desktop` on the desktop surface, nothing elsewhere.
+    pub return_to: Option<Text>,
 }
 
 impl FlowConfig {
@@ -137,6 +140,7 @@ impl FlowConfig {
             deadline: crate::operation::DEFAULT_DEADLINE,
             local_catalog: Vec::new(),
             tool_call_id: None,
+            return_to: None,
         }
     }
 }
@@ -279,6 +283,7 @@ pub struct Flow {
     tick: Duration,
     local_catalog: Vec<Text>,
     tool_call_id: Option<Text>,
+    return_to: Option<Text>,
     stage: Stage,
     op: Option<Operation>,
     registered: bool,
@@ -306,6 +311,7 @@ impl Flow {
             tick: config.tick,
             local_catalog: config.local_catalog,
             tool_call_id: config.tool_call_id,
+            return_to: config.return_to,
             stage: Stage::Done,
             op: None,
             registered: false,
@@ -574,6 +580,12 @@ impl Flow {
     #[must_use]
     pub fn view(&self) -> Option<OperationView> {
         self.op.as_ref().map(OperationView::of)
+    }
+
+    /// The watcher tick: each row's reads are this far apart unless a change or a return
+    /// hint calls for one at once.
+    pub fn tick(&self) -> Duration {
+        self.tick
     }
 
     /// Card or links.

@@ -32,12 +32,15 @@ impl Flow {
             self.misroute_check(now);
             return;
         }
-        let desktop = self.surface == Surface::Desktop;
+        let return_to = self
+            .return_to
+            .clone()
+            .or_else(|| (self.surface == Surface::Desktop).then(|| Text::from(DESKTOP_RETURN_TO)));
         let request = MintRequest {
             connectors,
             reinitiate,
-            return_to: desktop.then_some(DESKTOP_RETURN_TO),
-            op: desktop.then(|| self.op().op_id()),
+            op: return_to.is_some().then(|| self.op().op_id()),
+            return_to,
         };
         self.stage = Stage::Minting;
         self.call(Purpose::Mint, GatewayCall::Mint(Box::new(request)));

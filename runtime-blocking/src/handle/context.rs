@@ -34,6 +34,9 @@ pub struct ToolContext<G: ?Sized> {
     pub deadline: Duration,
     /// The agent's tool call id.
     pub tool_call_id: Option<Text>,
+    /// Where the vendor sends the browser back (the mint's `returnTo`, SPEC §12.1); `None`:
+    /// `connop-desktop` on the desktop surface, nothing elsewhere.
+    pub return_to: Option<Text>,
     /// The turn's interrupt handle.
     pub interrupt: Option<Interrupt>,
     /// What time it is and how the driver sleeps: the system clock, or a test's virtual one.
@@ -59,6 +62,7 @@ impl<G: ?Sized> ToolContext<G> {
             tick: DEFAULT_TICK,
             deadline: DEFAULT_DEADLINE,
             tool_call_id: None,
+            return_to: None,
             interrupt: None,
             clock: Arc::new(SystemClock::new()),
             calls: None,
@@ -74,6 +78,7 @@ impl<G: ?Sized> ToolContext<G> {
         config.deadline = self.deadline;
         config.local_catalog = self.local_catalog.clone();
         config.tool_call_id = self.tool_call_id.clone();
+        config.return_to = self.return_to.clone();
         config
     }
 
@@ -117,6 +122,7 @@ impl<G: ?Sized> Clone for ToolContext<G> {
             tick: self.tick,
             deadline: self.deadline,
             tool_call_id: self.tool_call_id.clone(),
+            return_to: self.return_to.clone(),
             interrupt: self.interrupt.clone(),
             clock: self.clock.clone(),
             calls: self.calls.clone(),

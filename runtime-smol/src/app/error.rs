@@ -6,9 +6,9 @@
 //! Every message names what to fix: the flag, the path, the URL.
 
 use super::lease::Refusal;
-use super::telemetry::LogFilterError;
 use super::store::StoreError;
 use super::store::postgres::DatabaseUrlError;
+use super::telemetry::LogFilterError;
 use connop_blocking::http::HttpError;
 use std::io;
 

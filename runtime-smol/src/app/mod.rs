@@ -20,5 +20,5 @@ pub mod net;
 pub mod private_fs;
 pub mod rpc;
 pub mod sim_gateway;
-pub mod telemetry;
 pub mod store;
+pub mod telemetry;

@@ -11,11 +11,11 @@
 //! while its stdout and stderr are read, so no input size can deadlock it, and its stdout is
 //! capped at [`MAX_AGENT_OUTPUT`].
 
+use crate::app::store::Message;
 use crate::app::telemetry::metrics;
 use futures_lite::io::{AsyncRead, AsyncReadExt};
 use futures_lite::{AsyncWriteExt, FutureExt as _};
 use rustix::process::{Pid, Signal};
-use crate::app::store::Message;
 use serde_json::json;
 use std::collections::HashSet;
 use std::future::Future;

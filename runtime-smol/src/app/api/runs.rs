@@ -8,8 +8,8 @@ use super::error::ApiError;
 use super::executor::{Turn, TurnOutcome};
 use super::input::{user_message, valid_author};
 use super::{Answer, Api};
-use crate::app::telemetry;
 use crate::app::store::{FirstAnswer, Keyed, NewMessage, NewRun, Running, Started};
+use crate::app::telemetry;
 use connop_blocking::clock::random_hex;
 use connop_core::run::{Run, RunChange, RunStatus, run_id};
 use hyper::StatusCode;
@@ -192,7 +192,9 @@ impl Api {
         match run {
             Some(run) => telemetry::run_finished(&run),
             // The store cannot say how it ended: it is no longer active, all the same.
-            None => telemetry::metrics().runs_active.dec(),
+            None => {
+                telemetry::metrics().runs_active.dec();
+            }
         }
     }
 

@@ -180,13 +180,6 @@ pub fn entropy() -> [u8; 6] {
     bytes
 }
 
-/// `n` random bytes as lower-case hex (session ids, tokens).
-pub fn random_hex(n: usize) -> String {
-    let mut bytes = vec![0u8; n];
-    random_bytes(&mut bytes);
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

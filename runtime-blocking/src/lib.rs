@@ -18,7 +18,6 @@ pub mod clock;
 pub mod driver;
 pub mod handle;
 pub mod http;
-pub mod sync;
 
 pub use calls::{InlineCalls, WorkerCalls};
 pub use clock::{Clock, SystemClock};

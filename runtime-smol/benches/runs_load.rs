@@ -96,13 +96,13 @@ fn main() {
 fn measure(setup: Setup, runs: usize, server: Option<&str>) -> Figures {
     let home = std::env::temp_dir().join(format!(
         "connop-runs-load-{}",
-        connop_blocking::clock::random_hex(6)
+        connop_smol::app::sync::random_hex(6)
     ));
     let (database, replicas) = match setup {
         Setup::Sqlite => (None, 1),
         Setup::Postgres { replicas } => {
             let server = server.expect("a PostgreSQL server");
-            let name = format!("connop_bench_{}", connop_blocking::clock::random_hex(6));
+            let name = format!("connop_bench_{}", connop_smol::app::sync::random_hex(6));
             admin(server, &format!("CREATE DATABASE {name}"));
             (Some((server, name)), replicas)
         }

@@ -59,7 +59,7 @@ fn bump(counter: &AtomicU64) {
 fn scratch() -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
         "connop-soak-{}",
-        connop_blocking::clock::random_hex(6)
+        connop_smol::app::sync::random_hex(6)
     ));
     std::fs::create_dir_all(&dir).expect("a scratch folder");
     dir
@@ -136,7 +136,7 @@ struct Gateway {
 
 fn start_gateway(binary: &Path, dir: &Path) -> Gateway {
     let socket = dir.join("gateway.sock").display().to_string();
-    let key = connop_blocking::clock::random_hex(16);
+    let key = connop_smol::app::sync::random_hex(16);
     let agent = format!("sh {}", agent_script(dir).display());
     let mut child = Command::new(binary)
         .args(["gateway", "--listen", &format!("unix:{socket}")])

@@ -21,7 +21,7 @@ use support::{BOUND, Client, Gateway, Lines, connop, output_bounded, wait_bounde
 fn scratch(what: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
         "connop-hard-{what}-{}",
-        connop_blocking::clock::random_hex(6)
+        connop_smol::app::sync::random_hex(6)
     ));
     std::fs::create_dir_all(&dir).unwrap();
     dir

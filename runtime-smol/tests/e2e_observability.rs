@@ -204,7 +204,7 @@ fn failed_calls_are_logged_at_most_once_per_operation_every_10_seconds() {
 fn log_lines_are_json_objects_with_log_format_json() {
     let home = std::env::temp_dir().join(format!(
         "connop-obs-json-{}",
-        connop_blocking::clock::random_hex(6)
+        connop_smol::app::sync::random_hex(6)
     ));
     let mut command = connop();
     command
@@ -244,7 +244,7 @@ fn log_lines_are_json_objects_with_log_format_json() {
 fn metrics_answer_the_prometheus_text_format_behind_the_api_key() {
     let home = std::env::temp_dir().join(format!(
         "connop-obs-metrics-{}",
-        connop_blocking::clock::random_hex(6)
+        connop_smol::app::sync::random_hex(6)
     ));
     let mut command = connop();
     command.env("CONNOP_HOME", &home);

@@ -289,7 +289,7 @@ impl Locked {
         let temp = self.dir.join(format!(
             ".{REGISTRY_FILE}.{}.{}.tmp",
             std::process::id(),
-            connop_blocking::clock::random_hex(8)
+            crate::app::sync::random_hex(8)
         ));
         let written = (|| -> std::io::Result<()> {
             let mut file =
@@ -449,7 +449,7 @@ pub fn try_acquire(
     }
     let now = now_secs();
     let entry = LeaseEntry {
-        lease_id: connop_blocking::clock::random_hex(16),
+        lease_id: crate::app::sync::random_hex(16),
         session_id: session_id.to_owned(),
         surface: surface.to_owned(),
         pid,

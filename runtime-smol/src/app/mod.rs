@@ -21,4 +21,5 @@ pub mod private_fs;
 pub mod rpc;
 pub mod sim_gateway;
 pub mod store;
+pub mod sync;
 pub mod telemetry;

@@ -63,7 +63,7 @@ mod tests {
     fn folders_and_files_are_private_whatever_the_umask() {
         let base = std::env::temp_dir().join(format!(
             "connop-private-{}",
-            connop_blocking::clock::random_hex(6)
+            crate::app::sync::random_hex(6)
         ));
         std::fs::create_dir(&base).unwrap();
         std::fs::set_permissions(&base, Permissions::from_mode(0o755)).unwrap();

@@ -54,7 +54,7 @@ impl Place {
     pub fn new(kind: StoreKind) -> Self {
         let home = std::env::temp_dir().join(format!(
             "connop-store-{}",
-            connop_blocking::clock::random_hex(6)
+            connop_smol::app::sync::random_hex(6)
         ));
         std::fs::create_dir_all(&home).expect("a CONNOP_HOME");
         Place {
@@ -172,7 +172,7 @@ pub fn admin(url: &str, sql: &str) {
 impl TestDatabase {
     fn create() -> Self {
         let admin = server_url();
-        let name = format!("connop_test_{}", connop_blocking::clock::random_hex(6));
+        let name = format!("connop_test_{}", connop_smol::app::sync::random_hex(6));
         self::admin(&admin, &format!("CREATE DATABASE {name}"));
         let url = with_database(&admin, &name);
         TestDatabase { admin, name, url }

@@ -25,8 +25,8 @@ pub use error::ApiError;
 
 use crate::app::net::{AcceptBackoff, ListenerLog};
 use crate::app::store::{self, Database, RunSignals, Store, StoreError};
+use crate::app::sync::{Count, CountGuard};
 use connop_blocking::SystemClock;
-use connop_blocking::sync::{Count, CountGuard};
 use connop_core::run::{RunChange, SHUTDOWN_ERROR};
 use executor::TurnExecutor;
 use hyper::StatusCode;

@@ -6,7 +6,7 @@ use super::executor::{Turn, TurnOutcome};
 use super::input::valid_author;
 use super::{Answer, Api};
 use crate::app::store::{NewMessage, SessionRow};
-use connop_blocking::clock::random_hex;
+use crate::app::sync::random_hex;
 use hyper::StatusCode;
 use serde_json::{Value, json};
 

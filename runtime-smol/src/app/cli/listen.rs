@@ -5,7 +5,7 @@ use crate::app::error::EnvironmentError;
 use crate::app::net::{AcceptBackoff, ListenerLog};
 use crate::app::rpc::RpcServer;
 use crate::app::rpc::transport::{TransportInfo, serve_transport};
-use connop_blocking::sync::Count;
+use crate::app::sync::Count;
 use std::io::ErrorKind;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -8,7 +8,7 @@ use crate::app::api::{Api, ApiConfig};
 use crate::app::error::{AppError, EnvironmentError, UsageError};
 use crate::app::rpc::transport::{TransportInfo, serve_transport};
 use crate::app::rpc::{RpcConfig, RpcServer};
-use connop_blocking::sync::Count;
+use crate::app::sync::Count;
 use futures_lite::StreamExt;
 use std::net::SocketAddr;
 use std::sync::Arc;

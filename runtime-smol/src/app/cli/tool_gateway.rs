@@ -3,8 +3,8 @@
 
 use crate::app::error::{AppError, EnvironmentError};
 use crate::app::sim_gateway::{SimOptions, SimToolGateway};
+use crate::app::sync::random_hex;
 use crate::http::AsyncHttpToolGateway;
-use connop_blocking::clock::random_hex;
 use connop_core::tool_gateway::AsyncToolGateway;
 use connop_core::wire::ClientConfig;
 use std::sync::Arc;

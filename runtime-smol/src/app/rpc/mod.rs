@@ -8,9 +8,9 @@
 
 pub mod transport;
 
+use crate::app::sync::Switch;
+use crate::app::sync::random_hex;
 use crate::app::telemetry::{ObservedToolGateway, manage_connections};
-use connop_blocking::clock::random_hex;
-use connop_blocking::sync::Switch;
 use connop_blocking::{EventSink, Interrupt, SharedRegistry, ToolContext};
 use connop_core::flow::Event;
 use connop_core::operation::Text;

@@ -7,8 +7,8 @@
 //! close and their operations settle `interrupt`), instead of growing the process.
 
 use super::{RequestStep, RpcServer, TransportHandle};
+use crate::app::sync::{Count, Switch};
 use crate::app::telemetry::metrics;
-use connop_blocking::sync::{Count, Switch};
 use connop_core::rpc::{self, MAX_LINE};
 use futures_lite::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use std::sync::Arc;

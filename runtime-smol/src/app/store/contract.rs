@@ -73,7 +73,7 @@ async fn admin_client(url: &str) -> Result<tokio_postgres::Client, StoreError> {
 fn sqlite() -> Subject {
     let home = std::env::temp_dir().join(format!(
         "connop-contract-{}",
-        connop_blocking::clock::random_hex(6)
+        crate::app::sync::random_hex(6)
     ));
     let signals = Arc::new(RunSignals::default());
     let store = SqliteStore::open(&home, signals.clone(), t(0)).expect("the SQLite store opens");
@@ -87,7 +87,7 @@ fn sqlite() -> Subject {
 fn postgres() -> Subject {
     let admin = std::env::var("CONNOP_TEST_DATABASE_URL")
         .expect("CONNOP_TEST_DATABASE_URL names a PostgreSQL server for these tests");
-    let name = format!("connop_contract_{}", connop_blocking::clock::random_hex(6));
+    let name = format!("connop_contract_{}", crate::app::sync::random_hex(6));
     smol::block_on(async {
         let client = admin_client(&admin).await.expect("the test server answers");
         client

@@ -4,7 +4,7 @@
 //! wakes them for changes other replicas wrote, and flips a switch for a stop that arrived on
 //! another replica.
 
-use connop_blocking::sync::Switch;
+use crate::app::sync::Switch;
 use event_listener::{Event, EventListener};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};

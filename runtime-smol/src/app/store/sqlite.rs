@@ -509,10 +509,7 @@ mod tests {
     }
 
     fn dir() -> std::path::PathBuf {
-        std::env::temp_dir().join(format!(
-            "connop-store-{}",
-            connop_blocking::clock::random_hex(6)
-        ))
+        std::env::temp_dir().join(format!("connop-store-{}", crate::app::sync::random_hex(6)))
     }
 
     fn signals() -> Arc<RunSignals> {

@@ -9,8 +9,8 @@ mod screen;
 
 use super::{choose_tool_gateway, print_stdout, profile, watch_signals};
 use crate::app::error::AppError;
+use crate::app::sync::random_hex;
 use crate::app::telemetry::manage_connections;
-use connop_blocking::clock::random_hex;
 use connop_blocking::{Interrupt, SharedRegistry, ToolContext};
 use connop_core::flow::Surface;
 use connop_core::operation::Text;

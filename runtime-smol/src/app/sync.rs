@@ -1,7 +1,9 @@
-//! Two small waiting primitives the runtimes share:
+//! Two small waiting primitives of the application:
 //! - [`Count`]: how many things still run, and a wait until none does (shutdown waits for
 //!   pending answers and event streams this way);
 //! - [`Switch`]: a one-way switch a task can wait on (stop a turn, stop the transports).
+//!
+//! And [`random_hex`], for the session ids, tokens and names the application makes up.
 
 use event_listener::Event;
 use std::sync::Arc;
@@ -78,4 +80,11 @@ impl Drop for CountGuard {
             self.0.zero.notify(usize::MAX);
         }
     }
+}
+
+/// `n` random bytes from the operating system's random source, as lower-case hex.
+pub fn random_hex(n: usize) -> String {
+    let mut bytes = vec![0u8; n];
+    connop_blocking::clock::random_bytes(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

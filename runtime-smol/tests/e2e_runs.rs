@@ -13,7 +13,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use support::http_api::{Api, names, process_ends, until_terminal};
 use support::stores::{Place, StoreKind};
-use support::{BOUND, connop, proc_kib, wait_bounded};
+use support::{BOUND, connop, proc_kib, spawn_logging, wait_bounded};
 
 const AUTHOR: &str = r#"{"id": "bot:cto", "name": "cto", "is_bot": true}"#;
 
@@ -411,11 +411,18 @@ fn a_database_url_that_cannot_be_used_says_why_without_the_password() {
             "cannot reach the database at app@127.0.0.1:9/connop",
         ),
     ] {
-        let (child, _, stderr) = Api::spawn(&mut connop(), &place, "a", &["--database-url", url]);
+        let mut command = connop();
+        let (child, _, log) = spawn_logging(Api::command(
+            &mut command,
+            &place,
+            "a",
+            &["--database-url", url],
+        ));
+        // The line is waited for: the exit can come before stderr's reader has read it.
+        log.wait_for(said, |line| line.contains(said));
         let status = wait_bounded(child);
-        let stderr = stderr.lock().unwrap().join("\n");
+        let stderr = log.lines().join("\n");
         assert_eq!(status.code(), Some(code), "{url}: {stderr}");
-        assert!(stderr.contains(said), "{url}: {stderr}");
         assert!(!stderr.contains("hunter2"), "{url}: {stderr}");
     }
 }

@@ -98,6 +98,16 @@ impl Api {
         replica: &str,
         args: &[&str],
     ) -> (Child, Receiver<String>, Arc<Mutex<Vec<String>>>) {
+        spawn_announcing(Self::command(command, place, replica, args))
+    }
+
+    /// `command` set up as [`Api::spawn`] runs it, not yet started.
+    pub fn command<'a>(
+        command: &'a mut Command,
+        place: &Place,
+        replica: &str,
+        args: &[&str],
+    ) -> &'a mut Command {
         command
             .args(["gateway", "--http", "127.0.0.1:0"])
             .args(place.store_args(replica))
@@ -106,8 +116,7 @@ impl Api {
             // A tool gateway nobody serves: no embedded simulated one, one listening line.
             .env("CONNECTOR_GATEWAY_URL", "http://127.0.0.1:9")
             .env("CONNECTOR_GATEWAY_TOKEN", "unused")
-            .stdin(Stdio::null());
-        spawn_announcing(command)
+            .stdin(Stdio::null())
     }
 
     /// What the process wrote to stderr so far.

@@ -40,7 +40,10 @@ pub fn init_logging(format: LogFormat, default: &str) -> Result<(), LogFilterErr
                     value,
                 })?
         }
-        _ => EnvFilter::new(default),
+        // The HTTP client's own warnings (a call dropped with its operation reads "request
+        // completed with error: unknown error") say less than connop's log of the same call,
+        // which names the route and the status: by default only its errors show.
+        _ => EnvFilter::new(format!("{default},isahc=error")),
     };
     // Past `warn`, the HTTP client turns curl's verbose mode on and logs headers.
     let no_wire =

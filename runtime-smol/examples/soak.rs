@@ -613,6 +613,15 @@ fn main() {
         });
         left
     };
+    for pid in &agents_left {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        println!(
+            "left behind: pid {pid}: {} (stat: {})",
+            String::from_utf8_lossy(&cmdline).replace('\0', " "),
+            stat.trim()
+        );
+    }
     let final_text = metrics(&gw);
     let settled_by_reason: Vec<String> = final_text
         .lines()

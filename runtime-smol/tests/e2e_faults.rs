@@ -91,6 +91,7 @@ impl Sim {
     fn post(&self, path: &str, body: &Value) {
         use isahc::ReadResponseExt;
         let request = isahc::Request::post(format!("{}{path}", self.url))
+            .header("Authorization", format!("Bearer {TOKEN}"))
             .body(body.to_string())
             .expect("a request");
         let mut response = isahc::send(request).expect("the sim answers");
@@ -111,7 +112,11 @@ impl Sim {
     /// Every tool-gateway API request received so far (`GET /sim/log`, `/v1` routes only).
     fn log(&self) -> Vec<Value> {
         use isahc::ReadResponseExt;
-        let mut response = isahc::get(format!("{}/sim/log", self.url)).expect("the sim answers");
+        let request = isahc::Request::get(format!("{}/sim/log", self.url))
+            .header("Authorization", format!("Bearer {TOKEN}"))
+            .body(())
+            .expect("a request");
+        let mut response = isahc::send(request).expect("the sim answers");
         let body: Value = serde_json::from_str(&response.text().expect("a body")).expect("JSON");
         body["requests"]
             .as_array()

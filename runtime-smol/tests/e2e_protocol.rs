@@ -7,7 +7,7 @@ mod support;
 
 use serde_json::json;
 use std::time::Duration;
-use support::Gateway;
+use support::{Gateway, connop};
 
 #[test]
 fn every_framing_error_gets_its_code_and_the_transport_stays_usable() {
@@ -231,7 +231,10 @@ fn sigterm_interrupts_every_operation_answers_every_manage_and_exits_0_within_a_
 
 #[test]
 fn connectors_list_answers_rows_unavailable_or_5034() {
-    let mut gw = Gateway::start(&[]);
+    // The embedded gateway takes CONNECTOR_GATEWAY_TOKEN as its own, /sim/* included.
+    let mut command = connop();
+    command.env("CONNECTOR_GATEWAY_TOKEN", "t0ken");
+    let mut gw = Gateway::start_command(command, &[]);
     let sim = gw.listening();
     let c = &mut gw.client;
     c.call("session.create", json!({"session_id": "s1"}));
@@ -258,6 +261,7 @@ fn connectors_list_answers_rows_unavailable_or_5034() {
     // The simulated gateway's test controls stage the failures.
     let faults = |body: serde_json::Value| {
         let request = isahc::Request::post(format!("{sim}/sim/faults"))
+            .header("Authorization", "Bearer t0ken")
             .body(body.to_string())
             .unwrap();
         assert_eq!(isahc::send(request).unwrap().status().as_u16(), 200);

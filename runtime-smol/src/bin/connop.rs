@@ -27,7 +27,7 @@ use std::process::ExitCode;
     name = "connop",
     version,
     about = "Connection operations for AI-agent gateways: connect accounts through a tool gateway, settle exactly once.",
-    after_help = "Environment:\n  CONNECTOR_GATEWAY_URL    the tool gateway's origin; unset: an embedded simulated gateway is started\n  CONNECTOR_GATEWAY_TOKEN  its bearer token\n  CONNOP_HOME              where state lives (default ~/.connop)\n  CONNOP_DATABASE_URL      gateway --http: sessions and runs in PostgreSQL, shared by replicas\n  RUST_LOG                 what is logged on stderr (default info; warn for connect's card on a terminal)"
+    after_help = "Environment:\n  CONNECTOR_GATEWAY_URL    the tool gateway's origin; unset: an embedded simulated gateway is started\n  CONNECTOR_GATEWAY_TOKEN  its bearer token (with the URL unset: the embedded gateway's, /sim/* included)\n  CONNOP_HOME              where state lives (default ~/.connop)\n  CONNOP_DATABASE_URL      gateway --http: sessions and runs in PostgreSQL, shared by replicas\n  RUST_LOG                 what is logged on stderr (default info; warn for connect's card on a terminal)"
 )]
 struct Cli {
     /// The shape of log lines on stderr: `text` or `json` (one object per line). RUST_LOG

@@ -19,15 +19,20 @@ pub struct ChosenToolGateway {
 }
 
 /// `CONNECTOR_GATEWAY_URL`/`CONNECTOR_GATEWAY_TOKEN`, or, when the URL is unset, the embedded
-/// simulated tool gateway with a fresh random token (announced on stderr with its address);
-/// `auto_complete` is its `--auto-complete`.
+/// simulated tool gateway (its address announced on stderr); `auto_complete` is its
+/// `--auto-complete`. The embedded gateway's token guards its `/sim/*` controls too (SPEC
+/// §12.2): it is `CONNECTOR_GATEWAY_TOKEN` when that is set, so whoever set it can drive them,
+/// and a fresh random one otherwise.
 pub fn choose_tool_gateway(auto_complete: Option<Duration>) -> Result<ChosenToolGateway, AppError> {
     let url = std::env::var("CONNECTOR_GATEWAY_URL")
         .ok()
         .filter(|u| !u.trim().is_empty());
     let token = std::env::var("CONNECTOR_GATEWAY_TOKEN").ok();
     let Some(url) = url else {
-        return start_embedded(auto_complete);
+        let token = token
+            .filter(|t| !t.trim().is_empty())
+            .unwrap_or_else(|| random_hex(16));
+        return start_embedded(token, auto_complete);
     };
     if token.as_deref().is_none_or(|t| t.trim().is_empty()) {
         eprintln!(
@@ -42,8 +47,10 @@ pub fn choose_tool_gateway(auto_complete: Option<Duration>) -> Result<ChosenTool
     })
 }
 
-fn start_embedded(auto_complete: Option<Duration>) -> Result<ChosenToolGateway, AppError> {
-    let token = random_hex(16);
+fn start_embedded(
+    token: String,
+    auto_complete: Option<Duration>,
+) -> Result<ChosenToolGateway, AppError> {
     let mut options = SimOptions::default().token(token.clone());
     if let Some(after) = auto_complete {
         options = options.auto_complete(after);

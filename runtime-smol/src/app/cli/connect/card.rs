@@ -46,6 +46,11 @@ pub struct CardModel {
     rows: Vec<TargetRow>,
     settled_at: Option<Timestamp>,
     settled_by: Option<SettleReason>,
+    /// The rows as they were before the settle frame (settle writes `not_connected` over
+    /// `failed` and `expired`; the summary still tells them apart).
+    live_rows: Vec<TargetRow>,
+    /// Whether keys can be read: the keys line shows only then.
+    keys: bool,
 }
 
 impl CardModel {
@@ -71,6 +76,7 @@ impl CardModel {
                     self.seq = Some(card.seq);
                     self.deadline_at = card.deadline_at;
                     self.rows = card.targets.clone();
+                    self.live_rows = card.targets.clone();
                 }
                 true
             }
@@ -84,12 +90,29 @@ impl CardModel {
                 self.deadline_at = view.deadline_at;
                 self.settled_at = view.settled_at;
                 self.settled_by = view.settled_by;
+                if view.settled_by.is_none() {
+                    self.live_rows = view.targets.clone();
+                }
                 self.rows = view.targets.clone();
                 true
             }
             // An event kind this card predates changes nothing it shows.
             _ => false,
         }
+    }
+
+    /// Says whether keys can be read (stdin is a terminal); without them the card shows no
+    /// keys line.
+    pub fn set_keys(&mut self, readable: bool) {
+        self.keys = readable;
+    }
+
+    /// The state a target was in before the operation settled, as the card last saw it.
+    pub fn last_live_state(&self, name: &str) -> Option<String> {
+        self.live_rows
+            .iter()
+            .find(|r| &*r.name == name)
+            .map(|r| r.state.as_str().to_owned())
     }
 
     fn is_foreign(&self, op_id: OpId) -> bool {

@@ -3,6 +3,7 @@
 
 use super::Shared;
 use super::card::{CardAction, CardModel, EscapeFilter, RawMode};
+use super::outcome::InterruptCause;
 use crate::app::error::{AppError, EnvironmentError};
 use connop_blocking::{Interrupt, SharedRegistry};
 use std::io::Read as _;
@@ -15,11 +16,12 @@ pub(super) fn read_keys(
     registry: SharedRegistry,
     session_key: &str,
     interrupt: &Interrupt,
+    cause: &InterruptCause,
 ) -> Result<Option<RawMode>, AppError> {
     let Some(raw) = RawMode::enter() else {
         return Ok(None);
     };
-    let (key, interrupt) = (session_key.to_owned(), interrupt.clone());
+    let (key, interrupt, cause) = (session_key.to_owned(), interrupt.clone(), cause.clone());
     std::thread::Builder::new()
         .name("connop-keys".into())
         .spawn(move || {
@@ -35,7 +37,10 @@ pub(super) fn read_keys(
                     .unwrap_or_else(|p| p.into_inner())
                     .action_for(byte);
                 match action {
-                    Some(CardAction::Interrupt) => interrupt.trigger(),
+                    Some(CardAction::Interrupt) => {
+                        cause.keyboard();
+                        interrupt.trigger();
+                    }
                     Some(action) => {
                         if let (Some(op), Some(answer)) =
                             (registry.current(&key), action.to_answer())

@@ -33,6 +33,11 @@ impl Screen {
         }
     }
 
+    /// Whether keys can be read (stdin is a terminal): the card shows its keys line only then.
+    pub(super) fn keys_readable(&self, readable: bool) {
+        lock(&self.model).set_keys(readable);
+    }
+
     /// The card's model, which the keys are read against.
     pub(super) fn model(&self) -> Shared<CardModel> {
         self.model.clone()

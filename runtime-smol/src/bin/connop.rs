@@ -50,10 +50,14 @@ enum Command {
     Serve(ServeArgs),
     /// Connect accounts from this terminal: one operation with a live card.
     ///
-    /// The card shows each connector's state, link and detail, and the time left. Open a link
-    /// to authorize; press a row number to skip that row, `c` to continue with what is
-    /// connected, `q` or Ctrl-C to stop. Off a terminal, one line per change goes to stderr.
-    /// The result JSON is printed on stdout at the end.
+    /// The names are checked against the tool gateway's list first. The card shows each
+    /// connector's state, link and detail, and the time left. Open a link to authorize; press
+    /// a row number to skip that row (past row 9: two digits, or a digit and Enter), `c` to
+    /// continue with what is connected, `q` or Ctrl-C to stop. Off a terminal, or with
+    /// NO_COLOR or TERM=dumb, one line per change goes to stderr. At the end, one line per
+    /// connector on stdout (the result JSON with --json). Exit status: 0 all connected, 3 one
+    /// not connected, 1 a tool-gateway failure, 2 a usage error (an unknown connector
+    /// included), 130 interrupted from the keyboard or SIGINT, 143 SIGTERM.
     Connect(ConnectArgs),
     /// List the tool gateway's connectors and whether each one is connected.
     Connectors(ConnectorsArgs),
@@ -170,7 +174,7 @@ struct ConnectArgs {
     /// With --reconnect: mint every connector anew, connected or not.
     #[arg(long, requires = "reconnect")]
     force: bool,
-    /// Print the result as one compact JSON line.
+    /// Print the agent's model result as one JSON line on stdout instead of the summary.
     #[arg(long)]
     json: bool,
     /// With the embedded simulated gateway: accounts complete by themselves after SECS.

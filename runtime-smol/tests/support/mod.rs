@@ -6,6 +6,7 @@
 
 pub mod http_api;
 pub mod stores;
+pub mod terminal;
 
 use serde_json::{Value, json};
 use std::collections::HashMap;

@@ -1,9 +1,9 @@
 //! The card's keys: stdin in raw mode, read on a thread of its own; a row number skips that
-//! row, `c` continues, `q` or Ctrl-C interrupts.
+//! row (two digits past row 9), `c` continues, `q` or Ctrl-C interrupts.
 
-use super::Shared;
-use super::card::{CardAction, CardModel, EscapeFilter, RawMode};
+use super::card::{CardAction, EscapeFilter, RawMode};
 use super::outcome::InterruptCause;
+use super::screen::Screen;
 use crate::app::error::{AppError, EnvironmentError};
 use connop_blocking::{Interrupt, SharedRegistry};
 use std::io::Read as _;
@@ -12,7 +12,7 @@ use std::io::Read as _;
 /// stays blocked in `read`); the returned mode restores the terminal when dropped. Off a
 /// terminal, reads nothing.
 pub(super) fn read_keys(
-    model: Shared<CardModel>,
+    screen: Screen,
     registry: SharedRegistry,
     session_key: &str,
     interrupt: &Interrupt,
@@ -32,10 +32,17 @@ pub(super) fn read_keys(
                 let Some(byte) = filter.feed(byte[0]) else {
                     continue;
                 };
-                let action = model
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .action_for(byte);
+                let (action, typing) = {
+                    let model = screen.model();
+                    let mut model = model.lock().unwrap_or_else(|p| p.into_inner());
+                    let before = model.pending_row();
+                    let action = model.press(byte);
+                    (action, before != model.pending_row())
+                };
+                // A row number being typed shows on the keys line.
+                if typing {
+                    screen.draw();
+                }
                 match action {
                     Some(CardAction::Interrupt) => {
                         cause.keyboard();

@@ -22,7 +22,7 @@ use outcome::{
     EXIT_FAILED, InterruptCause, RecordingToolGateway, check_names, exit_status, gateway_failure,
     summary,
 };
-use screen::Screen;
+use screen::{RestoreOnDrop, Screen};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -80,11 +80,13 @@ pub fn run_connect(options: ConnectOptions) -> Result<u8, AppError> {
     ctx.local_catalog = options.catalog.clone();
     ctx.interrupt = Some(interrupt.clone());
 
-    let raw = keys::read_keys(screen.model(), registry, &session_key, &interrupt, &cause)?;
+    let restore = RestoreOnDrop(screen.clone());
+    let raw = keys::read_keys(screen.clone(), registry, &session_key, &interrupt, &cause)?;
     screen.keys_readable(raw.is_some());
     let args = tool_args(&options);
     let result = smol::block_on(run_operation(&args, &ctx, &screen, &interrupt, &cause))?;
     screen.finish();
+    drop(restore);
     drop(raw);
     let status = exit_status(&result, cause.exit_status());
     let failed = result.get("error").is_some() && status == EXIT_FAILED;

@@ -186,7 +186,7 @@ struct ConnectArgs {
 
 #[derive(Args)]
 struct ConnectorsArgs {
-    /// Print {"connectors": [rows]} as the tool gateway sends them, on one line.
+    /// Print the rows as the tool gateway sends them, as one JSON object on one line.
     #[arg(long)]
     json: bool,
 }

@@ -7,6 +7,7 @@
 pub mod http_api;
 pub mod stores;
 pub mod terminal;
+pub mod webdriver;
 
 use serde_json::{Value, json};
 use std::collections::HashMap;

@@ -92,6 +92,23 @@ impl OnTerminal {
         }
     }
 
+    /// Waits until the output, without its escape sequences, contains `text`.
+    pub fn expect_shown(&mut self, text: &str) {
+        let deadline = Instant::now() + BOUND;
+        while !self.shown().contains(text) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.output.recv_timeout(left) {
+                Ok(chunk) => self.seen.extend(chunk),
+                Err(_) => panic!("no {text:?} on the terminal; saw:\n{}", self.shown()),
+            }
+        }
+    }
+
+    /// Everything shown so far without escape sequences (colours, cursor movement, OSC 8).
+    pub fn shown(&self) -> String {
+        strip_escapes(&self.seen())
+    }
+
     /// Everything shown so far.
     pub fn seen(&self) -> String {
         String::from_utf8_lossy(&self.seen).into_owned()
@@ -122,4 +139,34 @@ impl OnTerminal {
         }
         String::from_utf8_lossy(&self.seen).into_owned()
     }
+}
+
+/// `text` without its CSI (`ESC [ … final`) and OSC (`ESC ] … ESC \`) sequences.
+pub fn strip_escapes(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\x1b' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('[') => {
+                for c in chars.by_ref() {
+                    if ('\x40'..='\x7e').contains(&c) {
+                        break;
+                    }
+                }
+            }
+            Some(']') => {
+                while let Some(c) = chars.next() {
+                    if c == '\x07' || (c == '\x1b' && chars.next_if_eq(&'\\').is_some()) {
+                        break;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }

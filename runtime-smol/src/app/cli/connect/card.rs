@@ -419,12 +419,13 @@ impl Layout {
 
 /// What the card tells a person to do with a link.
 pub const LINK_HINT: &str =
-    "Open a link in your browser to connect that account; this card follows along by itself.";
+    "Open a link in a browser to connect that account; the card updates by itself.";
 
-/// A row's link, while it is one to open: the row is not resolved and has one.
+/// A row's link, while it is one to open: the row waits for the person at the vendor
+/// (`initiated`). A failed or expired row's link was used or ran out.
 fn row_link(row: &TargetRow) -> Option<String> {
     let url = row.connect_url.as_deref().filter(|u| !u.is_empty())?;
-    (!row.state.is_resolved()).then(|| clean(url))
+    (row.state == TargetState::Initiated).then(|| clean(url))
 }
 
 /// `text` in lines of at most `width` characters, broken at spaces (a word longer than the
@@ -1184,12 +1185,11 @@ pub(crate) mod tests {
         assert_eq!(lines[2], "  2  notion  pending");
         assert_eq!(
             lines[3],
-            "Open a link in your browser to connect that account; this card follows along by"
+            "Open a link in a browser to connect that account; the card updates by itself."
         );
-        assert_eq!(lines[4], "itself.");
-        assert_eq!(lines[5], "[█████████████████░░░] 4:12 left");
-        assert_eq!(lines[6], "1–2 skip a row · c continue · q quit (interrupt)");
-        assert_eq!(lines.len(), 7);
+        assert_eq!(lines[4], "[█████████████████░░░] 4:12 left");
+        assert_eq!(lines[5], "1–2 skip a row · c continue · q quit (interrupt)");
+        assert_eq!(lines.len(), 6);
         let narrow = model.render_plain(at(48), 40);
         assert_eq!(narrow[2], format!("     {GMAIL_URL}"));
         assert_eq!(narrow.last().unwrap(), "1–2 skip · c continue · q quit");

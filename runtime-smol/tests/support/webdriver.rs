@@ -101,6 +101,13 @@ impl Browser {
             .as_str()
             .unwrap_or_else(|| panic!("no session: {session}"))
             .to_owned();
+        // Finding an element waits for it (a clicked form's answer may still be loading).
+        let bound = BOUND.as_millis() as u64;
+        browser.command(
+            "POST",
+            &browser.session_path("/timeouts"),
+            json!({"implicit": bound, "pageLoad": bound}),
+        );
         browser
     }
 
@@ -161,7 +168,7 @@ impl Browser {
 
     /// The page's visible text.
     pub fn text(&self) -> String {
-        let body = self.find("body").expect("a body");
+        let body = self.wait_for("body");
         let value = self.command(
             "GET",
             &self.session_path(&format!("/element/{body}/text")),
@@ -176,7 +183,14 @@ impl Browser {
         value.as_str().unwrap_or_default().to_owned()
     }
 
-    /// The first element a CSS selector finds, if any.
+    /// Waits (at most the bound) for an element a CSS selector finds, and returns it.
+    pub fn wait_for(&self, css: &str) -> String {
+        self.find(css)
+            .unwrap_or_else(|| panic!("no {css} on the page: {}", self.source()))
+    }
+
+    /// The first element a CSS selector finds, waiting for one at most the bound; `None`
+    /// when none came. To check that something is absent, read [`Browser::source`] instead.
     pub fn find(&self, css: &str) -> Option<String> {
         let value = self.command(
             "POST",

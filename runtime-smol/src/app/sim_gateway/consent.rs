@@ -233,12 +233,13 @@ pub fn consent_page(form: &ConsentForm<'_>) -> String {
         id = escape_html(form.connection_id),
         nonce = escape_html(form.nonce),
     );
-    page(&format!("Connect {name}"), &body)
+    page("consent", &format!("Connect {name}"), &body)
 }
 
 /// A page with a title and one message (decisions, refusals, stale links).
 pub fn message_page(title: &str, text: &str) -> String {
     page(
+        "message",
         &escape_html(title),
         &format!("<p>{}</p>\n", escape_html(text)),
     )
@@ -262,12 +263,14 @@ button[value=approve]{background:#2563eb;border-color:#2563eb;color:#fff}\
 button:focus-visible{outline:3px solid #93c5fd;outline-offset:2px}\
 footer{margin-top:1.5rem;color:#6b7280;font-size:.8rem}";
 
-fn page(title: &str, body: &str) -> String {
+/// A whole page; `kind` (`consent` or `message`) is the body's class, so a client can tell
+/// the form from an answer.
+fn page(kind: &str, title: &str, body: &str) -> String {
     format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
          <title>{title}</title><style>{STYLE}</style></head>\n\
-         <body><main><h1>{title}</h1>\n{body}\
+         <body class=\"{kind}\"><main><h1>{title}</h1>\n{body}\
          <footer>connop simulated tool gateway</footer></main></body></html>\n"
     )
 }

@@ -1,7 +1,8 @@
-//! `connop connect` (SPEC §8): one operation from a terminal, on the card path (surface
-//! `tui`), in named steps: the tool gateway set-up, the card drawn on stderr (`screen`),
-//! the keys read from stdin (`keys`), SIGINT/SIGTERM watched, and the model result printed
-//! on stdout at the end.
+//! `connop connect` and `connop connectors` (SPEC §8, §12.3): one operation from a terminal,
+//! on the card path (surface `tui`), in named steps: the tool gateway set-up and the check of
+//! the names against its list, the card drawn on stderr (`card`, `screen`), the keys read
+//! from stdin (`keys`), SIGINT/SIGTERM watched, and at the end a summary (or the model result
+//! with `--json`) on stdout and the exit status (`outcome`).
 
 pub mod card;
 mod keys;

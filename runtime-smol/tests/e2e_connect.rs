@@ -4,12 +4,9 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::os::fd::OwnedFd;
 use std::process::Stdio;
-use std::sync::mpsc::{Receiver, channel};
-use std::time::{Duration, Instant};
-use support::{BOUND, connop, wait_bounded};
+use support::connop;
+use support::terminal::OnTerminal;
 
 #[test]
 fn connect_with_sim_auto_finishes_on_its_own_and_prints_the_settled_result() {
@@ -45,84 +42,6 @@ fn connect_with_sim_auto_finishes_on_its_own_and_prints_the_settled_result() {
     );
 }
 
-/// A child on a pseudo-terminal: everything it writes, and a way to type.
-struct OnTerminal {
-    master: std::fs::File,
-    output: Receiver<Vec<u8>>,
-    seen: Vec<u8>,
-    child: std::process::Child,
-}
-
-impl OnTerminal {
-    fn start(args: &[&str]) -> Self {
-        use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
-        let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).expect("a pty");
-        grantpt(&master).expect("grantpt");
-        unlockpt(&master).expect("unlockpt");
-        let name = ptsname(&master, Vec::new()).expect("ptsname");
-        let slave: OwnedFd = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(name.to_str().expect("a path"))
-            .expect("the slave side")
-            .into();
-        let child = connop()
-            .args(args)
-            .stdin(Stdio::from(slave.try_clone().unwrap()))
-            .stdout(Stdio::from(slave.try_clone().unwrap()))
-            .stderr(Stdio::from(slave))
-            .spawn()
-            .expect("connop runs");
-        let master = std::fs::File::from(master);
-        let mut reader = master.try_clone().unwrap();
-        let (tx, output) = channel();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = reader.read(&mut buf) {
-                if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
-                    break;
-                }
-            }
-        });
-        OnTerminal {
-            master,
-            output,
-            seen: Vec::new(),
-            child,
-        }
-    }
-
-    /// Waits until the output contains `text`.
-    fn expect(&mut self, text: &str) {
-        let deadline = Instant::now() + BOUND;
-        while !String::from_utf8_lossy(&self.seen).contains(text) {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.output.recv_timeout(left) {
-                Ok(chunk) => self.seen.extend(chunk),
-                Err(_) => panic!(
-                    "no {text:?} on the terminal; saw:\n{}",
-                    String::from_utf8_lossy(&self.seen)
-                ),
-            }
-        }
-    }
-
-    fn press(&mut self, key: &[u8]) {
-        self.master.write_all(key).unwrap();
-        self.master.flush().unwrap();
-    }
-
-    /// Waits for the exit and returns everything shown.
-    fn finish(mut self) -> String {
-        let status = wait_bounded(self.child);
-        assert!(status.success(), "{status:?}");
-        while let Ok(chunk) = self.output.recv_timeout(Duration::from_millis(200)) {
-            self.seen.extend(chunk);
-        }
-        String::from_utf8_lossy(&self.seen).into_owned()
-    }
-}
-
 const HELP: &str = "skip a row";
 
 #[test]
@@ -132,9 +51,12 @@ fn on_a_terminal_row_numbers_skip_rows() {
     term.press(b"1");
     term.expect("skipped");
     term.press(b"2");
-    let shown = term.finish();
-    assert!(shown.contains(r#""settled_by": "all_resolved""#), "{shown}");
-    assert_eq!(shown.matches(r#""state": "skipped""#).count(), 2, "{shown}");
+    // Settled, nothing connected: exit 3, and the summary says why.
+    let shown = term.finish(3);
+    assert!(
+        shown.contains("gmail   skipped\r\nnotion  skipped"),
+        "{shown}"
+    );
 }
 
 #[test]
@@ -142,8 +64,11 @@ fn on_a_terminal_c_continues() {
     let mut term = OnTerminal::start(&["connect", "gmail", "notion"]);
     term.expect(HELP);
     term.press(b"c");
-    let shown = term.finish();
-    assert!(shown.contains(r#""settled_by": "continue""#), "{shown}");
+    let shown = term.finish(3);
+    assert!(
+        shown.contains("gmail   not connected\r\nnotion  not connected"),
+        "{shown}"
+    );
 }
 
 #[test]
@@ -152,10 +77,101 @@ fn on_a_terminal_q_and_ctrl_c_interrupt() {
         let mut term = OnTerminal::start(&["connect", "gmail"]);
         term.expect(HELP);
         term.press(key);
-        let shown = term.finish();
+        // Interrupted from the keyboard: 130, as a shell reports Ctrl-C.
+        let shown = term.finish(130);
         assert!(
-            shown.contains(r#""settled_by": "interrupt""#),
+            shown.contains("gmail  not connected"),
             "key {key:?}: {shown}"
         );
     }
+}
+
+/// `NO_COLOR` or `TERM=dumb`: no colour and no cursor movement, so not one escape sequence;
+/// each change is a line, the links whole, and the keys are said once.
+#[test]
+fn no_color_and_dumb_terminals_get_plain_lines() {
+    for (name, value) in [("NO_COLOR", "1"), ("TERM", "dumb")] {
+        let mut command = connop();
+        command.env(name, value).args(["connect", "gmail"]);
+        let mut term = OnTerminal::spawn(command, true, None);
+        term.expect("keys: 1 skip a row");
+        term.press(b"q");
+        let shown = term.finish(130);
+        assert!(!shown.contains('\x1b'), "{name}={value}: {shown:?}");
+        assert!(shown.contains("/connect/ca_gmail_1"), "{shown}");
+        assert!(shown.contains("Open a link in a browser"), "{shown}");
+    }
+}
+
+/// stdin is not a terminal: no key can be read, so the card shows no keys line.
+#[test]
+fn without_keys_the_card_shows_no_keys_line() {
+    let mut command = connop();
+    command.args(["connect", "gmail"]);
+    let mut term = OnTerminal::spawn(command, false, None);
+    term.expect(" left");
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &term.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let shown = term.finish(130);
+    assert!(!shown.contains("skip"), "{shown}");
+    assert!(!shown.contains("continue"), "{shown}");
+}
+
+/// Rows past 9 take two digits; a digit that may start one waits for the next or Enter.
+#[test]
+fn rows_past_nine_can_be_skipped() {
+    use connop_smol::app::sim_gateway::{SimOptions, SimToolGateway};
+    let names: Vec<String> = (1..=11).map(|i| format!("c{i}")).collect();
+    let sim = SimToolGateway::start(SimOptions::default().token("t0ken")).unwrap();
+    sim.apply_state(serde_json::json!({ "listed": names }))
+        .unwrap();
+    let mut command = connop();
+    command
+        .env("CONNECTOR_GATEWAY_URL", sim.url())
+        .env("CONNECTOR_GATEWAY_TOKEN", "t0ken")
+        .env("NO_COLOR", "1")
+        .arg("connect")
+        .args(&names);
+    let mut term = OnTerminal::spawn(command, true, None);
+    term.expect("(Enter after 1)");
+    term.press(b"11");
+    term.expect("c11: initiated -> skipped");
+    term.press(b"1\r");
+    term.expect("c1: initiated -> skipped");
+    term.press(b"c");
+    let shown = term.finish(3);
+    assert!(shown.contains("c1   skipped"), "{shown}");
+    assert!(shown.contains("c11  skipped"), "{shown}");
+    assert!(shown.contains("c10  not connected"), "{shown}");
+}
+
+/// A window too short for the card: the card says what it leaves out, links are hyperlinks
+/// where asked, and the keys still work.
+#[test]
+fn a_short_window_shows_what_fits_and_hyperlinks() {
+    let mut command = connop();
+    command.env("FORCE_HYPERLINK", "1").args([
+        "connect",
+        "gmail",
+        "notion",
+        "slack",
+        "github",
+        "linear",
+        "google_calendar",
+    ]);
+    let mut term = OnTerminal::spawn(command, true, Some((60, 10)));
+    term.expect("more lines (make the window taller)");
+    term.expect("\x1b]8;;http://127.0.0.1:");
+    term.press(b"c");
+    let shown = term.finish(3);
+    // Back on the normal screen, the final card once, then the summary.
+    assert!(shown.contains("\x1b[?1049l"), "{shown:?}");
+    assert!(shown.contains("settled by continue"), "{shown:?}");
+    assert!(
+        shown.contains("google_calendar  not connected"),
+        "{shown:?}"
+    );
 }

@@ -45,7 +45,7 @@ use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::time::{Duration, Instant};
-use support::{BOUND, Client, Gateway, Lines, accepted_sockets, http_get, open_fds, proc_kib};
+use support::{BOUND, Client, Gateway, Lines, accepted_sockets, decide_link, open_fds, proc_kib};
 
 const TOKEN: &str = "e2e-faults-token";
 const FAILED_PREFIX: &str = "The connector gateway request failed: ";
@@ -198,7 +198,7 @@ fn connect_at_the_vendor<W: Write>(c: &mut Client<W>, sid: &str, name: &str) -> 
     let link = card["payload"]["targets"][0]["connect_url"]
         .as_str()
         .expect("a link");
-    assert_eq!(http_get(link), 200);
+    assert_eq!(decide_link(link, "approve"), 200);
     c.lines.answer(manage)["result"].clone()
 }
 

@@ -5,7 +5,7 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::{Client, Gateway, Lines, http_get};
+use support::{Client, Gateway, Lines, decide_link};
 
 const SID: &str = "connector-operation-e2e";
 
@@ -76,7 +76,7 @@ fn test_desktop_connect_settles_through_callback_response() {
 
     // The user completes gmail at the vendor.
     let gmail_link = targets[0]["connect_url"].as_str().unwrap().to_owned();
-    assert_eq!(http_get(&gmail_link), 200);
+    assert_eq!(decide_link(&gmail_link, "approve"), 200);
     gw.client.lines.event("connection.update", |p| {
         p["target"] == "gmail" && p["to"] == "connected"
     });

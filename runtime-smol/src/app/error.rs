@@ -10,6 +10,7 @@ use super::store::StoreError;
 use super::store::postgres::DatabaseUrlError;
 use super::telemetry::LogFilterError;
 use connop_blocking::http::HttpError;
+use connop_core::tool_gateway::GatewayError;
 use std::io;
 
 /// Any error a `connop` command ends with.
@@ -95,6 +96,14 @@ pub enum UsageError {
     /// `--database-url` that is not a usable PostgreSQL URL.
     #[error(transparent)]
     DatabaseUrl(#[from] DatabaseUrlError),
+    /// `connop connect` with names the tool gateway does not list; nothing was minted.
+    #[error("{}", unknown_connectors(unknown, listed))]
+    UnknownConnectors {
+        /// Each unknown name with the closest listed one, if any is close.
+        unknown: Vec<(String, Option<String>)>,
+        /// What the tool gateway lists.
+        listed: Vec<String>,
+    },
     /// `peer dm --url` that is no usable URL.
     #[error("--url {url:?} is not a usable peer URL, e.g. http://127.0.0.1:8642: {reason}")]
     PeerUrl {
@@ -153,9 +162,68 @@ pub enum EnvironmentError {
     },
 }
 
-/// A peer gateway failed or refused (`connop peer dm`). Exit 1.
+fn unknown_connectors(unknown: &[(String, Option<String>)], listed: &[String]) -> String {
+    let parts: Vec<String> = unknown
+        .iter()
+        .map(|(name, suggestion)| match suggestion {
+            Some(close) => format!("unknown connector '{name}' (did you mean '{close}'?)"),
+            None => format!(
+                "unknown connector '{name}' (`connop connectors` lists them: {})",
+                listed.join(", ")
+            ),
+        })
+        .collect();
+    parts.join("; ")
+}
+
+/// What to do about a failed tool-gateway call, by its cause.
+fn tool_gateway_text(url: &str, route: &str, error: &GatewayError) -> String {
+    match error {
+        GatewayError::MissingToken => format!(
+            "CONNECTOR_GATEWAY_TOKEN is unset: set it to the bearer token of the tool gateway at {url}"
+        ),
+        GatewayError::Auth { status } => format!(
+            "the tool gateway at {url} refused CONNECTOR_GATEWAY_TOKEN (HTTP {status}): check the token"
+        ),
+        GatewayError::Unavailable => format!(
+            "the tool gateway at {url} has no connector API (HTTP 404 on the {route} request): check CONNECTOR_GATEWAY_URL"
+        ),
+        GatewayError::RateLimited { retry_after } => format!(
+            "the tool gateway at {url} is rate limiting requests (HTTP 429 on the {route} request): try again in {} s",
+            retry_after.as_secs().max(1)
+        ),
+        GatewayError::Http { status } => format!(
+            "the tool gateway at {url} answered HTTP {status} to the {route} request: try again later, or check CONNECTOR_GATEWAY_URL"
+        ),
+        GatewayError::Transport(reason) => format!(
+            "cannot reach the tool gateway at {url} ({reason}): check CONNECTOR_GATEWAY_URL"
+        ),
+        GatewayError::InvalidResponse(reason) => format!(
+            "the tool gateway at {url} sent an invalid answer to the {route} request ({reason}): check that CONNECTOR_GATEWAY_URL names a connector gateway"
+        ),
+        other => format!("the {route} request to the tool gateway at {url} failed: {other}"),
+    }
+}
+
+/// A peer gateway or the tool gateway failed or refused. Exit 1.
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
+    /// A tool-gateway call of `connop connect` or `connop connectors` failed.
+    #[error("{}", tool_gateway_text(url, route, error))]
+    ToolGateway {
+        /// The tool gateway's origin.
+        url: String,
+        /// The call (`list`, `mint`, `account`).
+        route: &'static str,
+        /// Why.
+        error: GatewayError,
+    },
+    /// `connop connect`'s operation ended with an error result no gateway call explains.
+    #[error("the operation failed: {reason}")]
+    Operation {
+        /// The result's `error` text.
+        reason: String,
+    },
     /// Nothing came back: connection refused, timeout, reset.
     #[error("{method} {url} failed: {source}")]
     PeerUnreachable {

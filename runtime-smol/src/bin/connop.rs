@@ -4,7 +4,7 @@ use clap::{Args, Parser, Subcommand};
 use connop_core::operation::Text;
 use connop_smol::app::api::executor::TurnExecutor;
 use connop_smol::app::api::{ApiConfig, DEFAULT_MAX_BODY};
-use connop_smol::app::cli::connect::{ConnectOptions, run_connect};
+use connop_smol::app::cli::connect::{ConnectOptions, run_connect, run_connectors};
 use connop_smol::app::cli::listen::ListenAddr;
 use connop_smol::app::cli::peer::{DmOptions, peer_dm};
 use connop_smol::app::cli::serve::{ServeOptions, check_exposure, serve};
@@ -50,11 +50,17 @@ enum Command {
     Serve(ServeArgs),
     /// Connect accounts from this terminal: one operation with a live card.
     ///
-    /// The card shows each connector's state, link and detail, and the time left. Open a link
-    /// to authorize; press a row number to skip that row, `c` to continue with what is
-    /// connected, `q` or Ctrl-C to stop. Off a terminal, one line per change goes to stderr.
-    /// The result JSON is printed on stdout at the end.
+    /// The names are checked against the tool gateway's list first. The card shows each
+    /// connector's state, link and detail, and the time left. Open a link to authorize; press
+    /// a row number to skip that row (past row 9: two digits, or a digit and Enter), `c` to
+    /// continue with what is connected, `q` or Ctrl-C to stop. Off a terminal, or with
+    /// NO_COLOR or TERM=dumb, one line per change goes to stderr. At the end, one line per
+    /// connector on stdout (the result JSON with --json). Exit status: 0 all connected, 3 one
+    /// not connected, 1 a tool-gateway failure, 2 a usage error (an unknown connector
+    /// included), 130 interrupted from the keyboard or SIGINT, 143 SIGTERM.
     Connect(ConnectArgs),
+    /// List the tool gateway's connectors and whether each one is connected.
+    Connectors(ConnectorsArgs),
     /// Talk to other gateways.
     #[command(subcommand)]
     Peer(PeerCommand),
@@ -168,7 +174,7 @@ struct ConnectArgs {
     /// With --reconnect: mint every connector anew, connected or not.
     #[arg(long, requires = "reconnect")]
     force: bool,
-    /// Print the result as one compact JSON line.
+    /// Print the agent's model result as one JSON line on stdout instead of the summary.
     #[arg(long)]
     json: bool,
     /// With the embedded simulated gateway: accounts complete by themselves after SECS.
@@ -176,6 +182,13 @@ struct ConnectArgs {
     sim_auto: Option<f64>,
     #[command(flatten)]
     timings: Timings,
+}
+
+#[derive(Args)]
+struct ConnectorsArgs {
+    /// Print the rows as the tool gateway sends them, as one JSON object on one line.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Subcommand)]
@@ -248,7 +261,8 @@ fn catalog(names: &[String]) -> Vec<Text> {
     names.iter().map(|s| Text::from(s.trim())).collect()
 }
 
-fn run(cli: Cli) -> Result<(), AppError> {
+/// Runs the command; `Ok` carries its exit status.
+fn run(cli: Cli) -> Result<u8, AppError> {
     match cli.command {
         Command::Serve(args) => {
             // Flags first: nothing starts on a bad one.
@@ -299,6 +313,7 @@ fn run(cli: Cli) -> Result<(), AppError> {
                 http,
                 rpc,
             })
+            .map(|()| 0)
         }
         Command::Connect(args) => {
             if args.sim_auto.is_some() && std::env::var_os("CONNECTOR_GATEWAY_URL").is_some() {
@@ -315,6 +330,7 @@ fn run(cli: Cli) -> Result<(), AppError> {
                 sim_auto: args.sim_auto.map(|s| seconds("sim-auto", s)).transpose()?,
             })
         }
+        Command::Connectors(args) => run_connectors(args.json),
         Command::Peer(PeerCommand::Dm(args)) => {
             let options = DmOptions {
                 peer: args.peer,
@@ -324,14 +340,16 @@ fn run(cli: Cli) -> Result<(), AppError> {
                 profile: args.profile,
                 json: args.json,
             };
-            peer_dm(&options, &mut std::io::stdout().lock())
+            peer_dm(&options, &mut std::io::stdout().lock()).map(|()| 0)
         }
         Command::Lease(LeaseCommand::Hold(args)) => {
             let metadata = lease::metadata(&args.metadata)?;
             let home = PathBuf::from(&*profile());
-            lease::hold(&home, &args.session_id, &args.surface, metadata)
+            lease::hold(&home, &args.session_id, &args.surface, metadata).map(|()| 0)
         }
-        Command::Lease(LeaseCommand::List) => lease::print_list(&PathBuf::from(&*profile())),
+        Command::Lease(LeaseCommand::List) => {
+            lease::print_list(&PathBuf::from(&*profile())).map(|()| 0)
+        }
         Command::SimToolGateway(args) => {
             let mut options = SimOptions::default().listen(args.listen);
             if let Some(secs) = args.auto_complete {
@@ -340,13 +358,14 @@ fn run(cli: Cli) -> Result<(), AppError> {
             if let Some(token) = args.token {
                 options = options.token(token);
             }
-            run_sim_tool_gateway(options)
+            run_sim_tool_gateway(options).map(|()| 0)
         }
     }
 }
 
-/// Exit 0 on success; on an error, `connop: <why>` on stderr and the error's exit code (2
-/// for a usage error, as for a flag the parser refuses; 1 otherwise).
+/// The command's exit status (0 on success; `connect` has its own, SPEC §12.3); on an
+/// error, `connop: <why>` on stderr and the error's exit code (2 for a usage error, as for a
+/// flag the parser refuses; 1 otherwise).
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The card redraws itself on a terminal's stderr: there, only warnings interrupt it
@@ -358,7 +377,7 @@ fn main() -> ExitCode {
         .map_err(|e| AppError::from(UsageError::from(e)))
         .and_then(|()| run(cli));
     match started {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(error) => {
             // Not `eprintln!`: with stderr gone the exit code still tells.
             let _ = writeln!(std::io::stderr(), "connop: {error}");

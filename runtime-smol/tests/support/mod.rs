@@ -6,6 +6,8 @@
 
 pub mod http_api;
 pub mod stores;
+pub mod terminal;
+pub mod webdriver;
 
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -479,6 +481,28 @@ pub fn wait_bounded(mut child: Child) -> std::process::ExitStatus {
 pub fn http_get(url: &str) -> u16 {
     use isahc::ReadResponseExt;
     let mut response = isahc::get(url).expect("the link answers");
+    let _ = response.text();
+    response.status().as_u16()
+}
+
+/// Opens a consent link and answers its form with `decision` (`approve` or `deny`), as a
+/// person's browser would (SPEC §12.2); the status of the form's answer (a loopback
+/// `returnTo` answers 303, which is not followed).
+#[allow(dead_code)]
+pub fn decide_link(url: &str, decision: &str) -> u16 {
+    use isahc::ReadResponseExt;
+    let page = isahc::get(url).expect("the link answers").text().unwrap();
+    let marker = r#"<input type="hidden" name="nonce" value=""#;
+    let start = page
+        .find(marker)
+        .unwrap_or_else(|| panic!("no consent form at {url}: {page}"))
+        + marker.len();
+    let nonce = page[start..].split('"').next().unwrap();
+    let request = isahc::Request::post(url)
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body(format!("nonce={nonce}&decision={decision}"))
+        .unwrap();
+    let mut response = isahc::send(request).expect("the form answers");
     let _ = response.text();
     response.status().as_u16()
 }

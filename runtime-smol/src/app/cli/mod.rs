@@ -10,7 +10,7 @@ pub mod serve;
 pub mod sim_gateway;
 mod tool_gateway;
 
-pub use tool_gateway::{ChosenToolGateway, choose_tool_gateway};
+pub use tool_gateway::{ChosenToolGateway, choose_for_person, choose_tool_gateway};
 
 use super::error::{AppError, EnvironmentError, UsageError};
 use async_signal::{Signal, Signals};

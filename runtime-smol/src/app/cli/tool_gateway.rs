@@ -1,11 +1,11 @@
 //! Which tool gateway a command uses: the hosted one `CONNECTOR_GATEWAY_URL` names, or, when
 //! it is unset, the embedded simulated tool gateway (SPEC §6.1).
 
-use crate::app::error::{AppError, EnvironmentError};
+use crate::app::error::{AppError, EnvironmentError, UpstreamError};
 use crate::app::sim_gateway::{SimOptions, SimToolGateway};
 use crate::app::sync::random_hex;
 use crate::http::AsyncHttpToolGateway;
-use connop_core::tool_gateway::AsyncToolGateway;
+use connop_core::tool_gateway::{AsyncToolGateway, GatewayError};
 use connop_core::wire::ClientConfig;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +16,28 @@ pub struct ChosenToolGateway {
     pub client: Arc<dyn AsyncToolGateway>,
     /// The embedded simulated tool gateway, kept alive while the command runs.
     pub embedded: Option<SimToolGateway>,
+    /// The tool gateway's origin, for messages.
+    pub url: String,
+}
+
+/// As [`choose_tool_gateway`], for a command a person runs (`connect`, `connectors`): a
+/// hosted tool gateway without a token is an error that says so, not a warning.
+pub fn choose_for_person(auto_complete: Option<Duration>) -> Result<ChosenToolGateway, AppError> {
+    let url = std::env::var("CONNECTOR_GATEWAY_URL")
+        .ok()
+        .filter(|u| !u.trim().is_empty());
+    let token = std::env::var("CONNECTOR_GATEWAY_TOKEN")
+        .ok()
+        .filter(|t| !t.trim().is_empty());
+    match (url, token) {
+        (Some(url), None) => Err(UpstreamError::ToolGateway {
+            url: url.trim_end_matches('/').to_owned(),
+            route: "list",
+            error: GatewayError::MissingToken,
+        }
+        .into()),
+        _ => choose_tool_gateway(auto_complete),
+    }
 }
 
 /// `CONNECTOR_GATEWAY_URL`/`CONNECTOR_GATEWAY_TOKEN`, or, when the URL is unset, the embedded
@@ -39,11 +61,13 @@ pub fn choose_tool_gateway(auto_complete: Option<Duration>) -> Result<ChosenTool
             "connop: CONNECTOR_GATEWAY_TOKEN is unset: every call to {url} will fail without being sent"
         );
     }
+    let origin = url.trim_end_matches('/').to_owned();
     let client = AsyncHttpToolGateway::new(ClientConfig::new(url, token))
         .map_err(EnvironmentError::HttpClient)?;
     Ok(ChosenToolGateway {
         client: Arc::new(client),
         embedded: None,
+        url: origin,
     })
 }
 
@@ -62,6 +86,7 @@ fn start_embedded(
         .map_err(EnvironmentError::HttpClient)?;
     Ok(ChosenToolGateway {
         client: Arc::new(client),
+        url: sim.url(),
         embedded: Some(sim),
     })
 }

@@ -1,21 +1,23 @@
-//! The terminal card of `connop connect` (SPEC §8): one connection operation shown live on a
-//! terminal, answered with single keys.
+//! The terminal card of `connop connect` (SPEC §8, §12.3): one connection operation shown
+//! live on a terminal, answered with single keys.
 //!
 //! Almost everything here is pure so it can be tested without a terminal:
 //! - [`CardModel`] folds the operation's [`Event`]s (the card request, then update frames)
 //!   into what the card shows, dropping frames older than what it already has (SPEC §3.4).
-//! - [`CardModel::render`] draws the card for a width; [`redraw_sequence`] turns it into the
-//!   ANSI text that repaints it in place. The card goes to **stderr**: stdout is reserved for
-//!   the model result JSON.
-//! - [`change_line`] is the plain one-line-per-change form for when stderr is not a terminal.
-//! - [`Key`], [`CardModel::action_for`] and [`EscapeFilter`] turn key bytes into a
-//!   [`CardAction`].
+//! - [`CardModel::render`] lays the card out for a width as [`Line`]s of toned [`Span`]s;
+//!   [`Line::paint`] gives the text with colours and OSC 8 hyperlinks, or plain. Links are
+//!   never cut: one too long for its row gets a line of its own, which the terminal wraps.
+//!   The card goes to **stderr**: stdout is reserved for the summary or the model result.
+//! - [`change_line`] is the plain one-line-per-change form for when stderr is not a terminal
+//!   (or colour and cursor movement are off).
+//! - [`Key`], [`CardModel::press`] and [`EscapeFilter`] turn key bytes into a [`CardAction`];
+//!   rows past 9 take two digits.
 //!
 //! The terminal itself is the small rest: [`RawMode`] (single keys, no echo, Ctrl-C as a byte),
-//! [`is_terminal`] and [`terminal_width`].
+//! [`is_terminal`] and [`terminal_size`].
 
 use connop_core::card::CardAnswer;
-use connop_core::contract::SettleReason;
+use connop_core::contract::{SettleReason, TargetState};
 use connop_core::flow::Event;
 use connop_core::operation::{DEFAULT_DEADLINE, OpId, TargetRow, Text};
 use connop_core::time::Timestamp;
@@ -32,6 +34,8 @@ const NAME_CAP: usize = 16;
 const MIN_DETAIL: usize = 4;
 /// The width used when the terminal does not say.
 const DEFAULT_WIDTH: u16 = 80;
+/// The height used when the terminal does not say.
+const DEFAULT_HEIGHT: u16 = 24;
 
 /// What the card shows: the state of one operation as of the newest event seen.
 ///
@@ -46,6 +50,13 @@ pub struct CardModel {
     rows: Vec<TargetRow>,
     settled_at: Option<Timestamp>,
     settled_by: Option<SettleReason>,
+    /// The rows as they were before the settle frame (settle writes `not_connected` over
+    /// `failed` and `expired`; the summary still tells them apart).
+    live_rows: Vec<TargetRow>,
+    /// Whether keys can be read: the keys line shows only then.
+    keys: bool,
+    /// The digits of a row number typed so far, when more may follow (rows past 9).
+    pending: Option<usize>,
 }
 
 impl CardModel {
@@ -71,6 +82,7 @@ impl CardModel {
                     self.seq = Some(card.seq);
                     self.deadline_at = card.deadline_at;
                     self.rows = card.targets.clone();
+                    self.live_rows = card.targets.clone();
                 }
                 true
             }
@@ -84,12 +96,29 @@ impl CardModel {
                 self.deadline_at = view.deadline_at;
                 self.settled_at = view.settled_at;
                 self.settled_by = view.settled_by;
+                if view.settled_by.is_none() {
+                    self.live_rows = view.targets.clone();
+                }
                 self.rows = view.targets.clone();
                 true
             }
             // An event kind this card predates changes nothing it shows.
             _ => false,
         }
+    }
+
+    /// Says whether keys can be read (stdin is a terminal); without them the card shows no
+    /// keys line.
+    pub fn set_keys(&mut self, readable: bool) {
+        self.keys = readable;
+    }
+
+    /// The state a target was in before the operation settled, as the card last saw it.
+    pub fn last_live_state(&self, name: &str) -> Option<String> {
+        self.live_rows
+            .iter()
+            .find(|r| &*r.name == name)
+            .map(|r| r.state.as_str().to_owned())
     }
 
     fn is_foreign(&self, op_id: OpId) -> bool {
@@ -140,25 +169,52 @@ impl CardModel {
         self.settled_by.is_some()
     }
 
-    /// The card as terminal lines, none wider than `width` characters.
+    /// The card as lines for a terminal `width` columns wide.
     ///
-    /// A title, one numbered line per row (`  1  gmail  initiated  https://…  detail`), then
-    /// the time-left bar and the key help while open, or `settled by <reason>` once settled.
-    /// A link is never cut: it stays on its row when it fits (the detail is cut first), else
-    /// it moves whole onto the lines below the row. A settled card shows no links.
-    pub fn render(&self, now: Timestamp, width: u16) -> Vec<String> {
-        let width = usize::from(width);
-        let mut lines = vec![fit(&self.title(), width)];
-        self.render_rows(width, &mut lines);
+    /// A title; one numbered line per row (`  1  gmail   initiated  <link>  <detail>`); then,
+    /// while open, what to do with a link, the time-left bar and the keys (only when keys can
+    /// be read), or `settled by <reason>` once settled. Every line fits the width except a
+    /// link too long for it: a link is never cut, so it gets a line of its own (under the
+    /// name when it fits there) that the terminal wraps. A settled card shows no links.
+    pub fn render(&self, now: Timestamp, width: u16) -> Vec<Line> {
+        self.layout(now, width).lines()
+    }
+
+    /// [`CardModel::render`] in its parts, so a window too short for all of it can keep the
+    /// title and the keys and show as many rows as fit.
+    pub fn layout(&self, now: Timestamp, width: u16) -> Layout {
+        let width = usize::from(width).max(1);
+        let head = vec![Line::toned(Tone::Title, fit(&self.title(), width))];
+        let mut body = Vec::new();
+        self.render_rows(width, &mut body);
+        let mut foot = Vec::new();
+        let mut hint = Vec::new();
         match self.settled_by {
-            Some(reason) => lines.push(fit(&format!("settled by {reason}"), width)),
+            Some(reason) => foot.push(Line::plain(fit(&format!("settled by {reason}"), width))),
             None if self.op_id.is_some() => {
-                lines.push(self.time_bar(now, width));
-                lines.push(self.key_help(width));
+                if self.rows.iter().any(|r| row_link(r).is_some()) {
+                    for line in wrap_words(LINK_HINT, width) {
+                        hint.push(Line::toned(Tone::Dim, line));
+                    }
+                }
+                foot.push(Line::plain(self.time_bar(now, width)));
+                if self.keys {
+                    foot.push(Line::toned(Tone::Dim, self.key_help(width)));
+                }
             }
             None => {}
         }
-        lines
+        Layout {
+            head,
+            body,
+            hint,
+            foot,
+        }
+    }
+
+    /// [`CardModel::render`] as plain text, one string per line.
+    pub fn render_plain(&self, now: Timestamp, width: u16) -> Vec<String> {
+        self.render(now, width).iter().map(Line::text).collect()
     }
 
     fn title(&self) -> String {
@@ -174,7 +230,7 @@ impl CardModel {
         format!("connop · op {op_id} · {status}")
     }
 
-    fn render_rows(&self, width: usize, lines: &mut Vec<String>) {
+    fn render_rows(&self, width: usize, lines: &mut Vec<Line>) {
         let index_w = self.rows.len().to_string().len();
         let name_w = self
             .rows
@@ -193,27 +249,44 @@ impl CardModel {
         let indent = " ".repeat(2 + index_w + 2);
         for (i, row) in self.rows.iter().enumerate() {
             let name = fit(&clean(&row.name), name_w);
-            let head = format!(
-                "  {:>index_w$}  {name:<name_w$}  {:<state_w$}",
-                i + 1,
-                row.state.as_str()
-            );
+            let head = format!("  {:>index_w$}  {name:<name_w$}  ", i + 1);
+            let state = row.state.as_str();
+            let pad = " ".repeat(state_w - state.len());
             // A settled card shows outcomes: its links lead nowhere useful any more.
             let url = match self.settled_by {
-                Some(_) => String::new(),
-                None => clean(row.connect_url.as_deref().unwrap_or("")),
+                Some(_) => None,
+                None => row_link(row),
             };
             let detail = clean(row.detail_str());
-            let url_inline = !url.is_empty() && chars(&head) + 2 + chars(&url) <= width;
-            let mut line = head;
-            if url_inline {
-                line.push_str("  ");
-                line.push_str(&url);
+            let mut line = Line::plain(head);
+            line.push(Tone::State(row.state), state.to_owned());
+            line.push(Tone::Plain, pad);
+            let url_inline = url
+                .as_ref()
+                .is_some_and(|u| line.width() + 2 + chars(u) <= width);
+            if let (true, Some(url)) = (url_inline, &url) {
+                line.push(Tone::Plain, "  ".into());
+                line.push(Tone::Link, url.clone());
             }
-            push_detail(&mut line, &detail, width);
-            lines.push(fit(line.trim_end(), width));
-            if !url.is_empty() && !url_inline {
-                wrap_link(&url, &indent, width, lines);
+            let room = width.saturating_sub(line.width() + 2);
+            if !detail.is_empty() && room >= MIN_DETAIL.min(chars(&detail)) && room > 0 {
+                line.push(Tone::Plain, "  ".into());
+                line.push(Tone::Detail, fit(&detail, room));
+            }
+            line.trim_end();
+            line.fit(width);
+            lines.push(line);
+            if let (false, Some(url)) = (url_inline, url) {
+                // Under the name when the link fits there; else from the first column, so the
+                // terminal wraps it without a gap.
+                let indent = if chars(&indent) + chars(&url) <= width {
+                    indent.as_str()
+                } else {
+                    ""
+                };
+                let mut link = Line::plain(indent.to_owned());
+                link.push(Tone::Link, url);
+                lines.push(link);
             }
         }
     }
@@ -236,11 +309,32 @@ impl CardModel {
     }
 
     fn key_help(&self, width: usize) -> String {
-        let keys = self.rows.len().min(9);
-        let (long_rows, short_rows) = match keys {
+        if let Some(n) = self.pending {
+            let long =
+                format!("row {n}…: Enter skips it, or type its next digit · Backspace cancels");
+            if chars(&long) <= width {
+                return long;
+            }
+            return fit(&format!("row {n}…: Enter skips it"), width);
+        }
+        let rows = self.rows.len();
+        // The digits that may start a longer row number wait for Enter.
+        let waits: Vec<String> = (1..=9)
+            .filter(|d| d * 10 <= rows)
+            .map(|d| d.to_string())
+            .collect();
+        let enter = if waits.is_empty() {
+            String::new()
+        } else {
+            format!(" (Enter after {})", waits.join(", "))
+        };
+        let (long_rows, short_rows) = match rows {
             0 => (String::new(), String::new()),
             1 => ("1 skip a row · ".to_owned(), "1 skip · ".to_owned()),
-            n => (format!("1–{n} skip a row · "), format!("1–{n} skip · ")),
+            n => (
+                format!("1–{n} skip a row{enter} · "),
+                format!("1–{n} skip · "),
+            ),
         };
         let long = format!("{long_rows}c continue · q quit (interrupt)");
         if chars(&long) <= width {
@@ -249,54 +343,253 @@ impl CardModel {
         fit(&format!("{short_rows}c continue · q quit"), width)
     }
 
-    /// What a key byte asks for, or `None` when it asks for nothing.
+    /// What a key byte asks for, or `None` when it asks for nothing (yet).
     ///
-    /// `1`–`9` skips that row if it exists and can still be skipped (not resolved, not
-    /// settled); `c`/`C` is Continue while open; `q`/`Q` and Ctrl-C (`0x03` in raw mode)
-    /// interrupt. Every other byte is ignored.
-    pub fn action_for(&self, byte: u8) -> Option<CardAction> {
-        match Key::from_byte(byte)? {
+    /// A row number skips that row if it exists and can still be skipped (not resolved, not
+    /// settled). With more than 9 rows a digit that may start a longer number waits for the
+    /// next digit or Enter (`1`, then `2` is row 12; `1`, then Enter is row 1); Backspace
+    /// takes the last digit back. `c`/`C` is Continue while open; `q`/`Q` and Ctrl-C (`0x03`
+    /// in raw mode) interrupt. Every other byte is ignored and drops a number being typed.
+    pub fn press(&mut self, byte: u8) -> Option<CardAction> {
+        let key = Key::from_byte(byte);
+        let pending = self.pending.take();
+        match key? {
             Key::Interrupt => Some(CardAction::Interrupt),
             _ if self.is_settled() || self.op_id.is_none() => None,
             Key::Continue => Some(CardAction::Continue),
-            Key::Row(n) => {
-                let row = self.rows.get(usize::from(n).checked_sub(1)?)?;
-                (!row.state.is_final()).then(|| CardAction::Skip(row.name.clone()))
+            Key::Digit(d) => {
+                let n = pending.unwrap_or(0) * 10 + usize::from(d);
+                if n == 0 {
+                    return None;
+                }
+                if n * 10 <= self.rows.len() {
+                    self.pending = Some(n);
+                    return None;
+                }
+                self.skip(n)
+            }
+            Key::Enter => self.skip(pending?),
+            Key::Backspace => {
+                self.pending = pending.map(|n| n / 10).filter(|n| *n > 0);
+                None
             }
         }
     }
+
+    /// The keys line, when keys can be read (for a card printed line by line).
+    pub fn keys_line(&self) -> Option<String> {
+        self.keys.then(|| self.key_help(usize::MAX))
+    }
+
+    /// A number is being typed (the keys line shows it).
+    pub fn pending_row(&self) -> Option<usize> {
+        self.pending
+    }
+
+    fn skip(&self, n: usize) -> Option<CardAction> {
+        let row = self.rows.get(n.checked_sub(1)?)?;
+        (!row.state.is_final()).then(|| CardAction::Skip(row.name.clone()))
+    }
 }
 
-/// Appends ` detail` to `line`, cut to the room left, or nothing when too little room is left.
-fn push_detail(line: &mut String, detail: &str, width: usize) {
-    if detail.is_empty() {
-        return;
-    }
-    let room = width.saturating_sub(chars(line) + 2);
-    if room >= MIN_DETAIL.min(chars(detail)) && room > 0 {
-        line.push_str("  ");
-        line.push_str(&fit(detail, room));
+/// The card's lines in parts: the title, the rows (with their links), the hint, and what
+/// follows (the time bar and the keys, or the settle reason).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Layout {
+    /// The title.
+    pub head: Vec<Line>,
+    /// The rows and their links.
+    pub body: Vec<Line>,
+    /// What to do with a link, while there is one to open.
+    pub hint: Vec<Line>,
+    /// The time bar and the keys; or the settle reason.
+    pub foot: Vec<Line>,
+}
+
+impl Layout {
+    /// Every line, in order.
+    pub fn lines(self) -> Vec<Line> {
+        let mut lines = self.head;
+        lines.extend(self.body);
+        lines.extend(self.hint);
+        lines.extend(self.foot);
+        lines
     }
 }
 
-/// Puts a link too long for its row on the lines below, whole, split only where it must be.
-fn wrap_link(url: &str, indent: &str, width: usize, lines: &mut Vec<String>) {
-    // Under the name when the link fits there; else from the first column.
-    let indent = if chars(indent) + chars(url) <= width {
-        indent
-    } else {
-        ""
-    };
-    let room = width.saturating_sub(chars(indent));
-    if room == 0 {
-        return;
+/// What the card tells a person to do with a link.
+pub const LINK_HINT: &str =
+    "Open a link in a browser to connect that account; the card updates by itself.";
+
+/// A row's link, while it is one to open: the row waits for the person at the vendor
+/// (`initiated`). A failed or expired row's link was used or ran out.
+fn row_link(row: &TargetRow) -> Option<String> {
+    let url = row.connect_url.as_deref().filter(|u| !u.is_empty())?;
+    (row.state == TargetState::Initiated).then(|| clean(url))
+}
+
+/// `text` in lines of at most `width` characters, broken at spaces (a word longer than the
+/// width is cut).
+fn wrap_words(text: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        if !line.is_empty() && chars(&line) + 1 + chars(word) > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
     }
-    let all: Vec<char> = url.chars().collect();
-    for chunk in all.chunks(room) {
-        let mut line = indent.to_owned();
-        line.extend(chunk);
+    if !line.is_empty() {
         lines.push(line);
     }
+    lines.into_iter().map(|l| fit(&l, width)).collect()
+}
+
+/// How a piece of the card is shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tone {
+    /// As is.
+    Plain,
+    /// The title: bold.
+    Title,
+    /// Help text: dim.
+    Dim,
+    /// A state: coloured by what it means.
+    State(TargetState),
+    /// A link: underlined, and an OSC 8 hyperlink where the terminal has them.
+    Link,
+    /// A row's detail.
+    Detail,
+}
+
+/// A run of text with one tone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Span {
+    /// How it is shown.
+    pub tone: Tone,
+    /// The text, with no control characters.
+    pub text: String,
+}
+
+/// One line of the card.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Line(pub Vec<Span>);
+
+/// What the terminal is asked to do beyond plain text.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Style {
+    /// SGR colours and attributes.
+    pub color: bool,
+    /// OSC 8 hyperlinks around links.
+    pub hyperlinks: bool,
+}
+
+impl Line {
+    /// A line of plain text.
+    pub fn plain(text: String) -> Self {
+        Line::toned(Tone::Plain, text)
+    }
+
+    /// A line of one tone.
+    pub fn toned(tone: Tone, text: String) -> Self {
+        Line(vec![Span { tone, text }])
+    }
+
+    fn push(&mut self, tone: Tone, text: String) {
+        self.0.push(Span { tone, text });
+    }
+
+    fn trim_end(&mut self) {
+        while let Some(last) = self.0.last_mut() {
+            let trimmed = last.text.trim_end().len();
+            last.text.truncate(trimmed);
+            if !last.text.is_empty() {
+                break;
+            }
+            self.0.pop();
+        }
+    }
+
+    /// Cuts the line to `width` columns, ending in `…` when cut.
+    fn fit(&mut self, width: usize) {
+        if self.width() <= width {
+            return;
+        }
+        let mut left = width.saturating_sub(1);
+        let mut kept = Vec::new();
+        for mut span in std::mem::take(&mut self.0) {
+            let n = chars(&span.text);
+            if n > left {
+                span.text = span.text.chars().take(left).collect();
+                span.text.push('…');
+                kept.push(span);
+                break;
+            }
+            left -= n;
+            kept.push(span);
+        }
+        if width == 0 {
+            kept.clear();
+        }
+        self.0 = kept;
+    }
+
+    /// The text without styling.
+    pub fn text(&self) -> String {
+        self.0.iter().map(|s| s.text.as_str()).collect()
+    }
+
+    /// How many columns the text takes.
+    pub fn width(&self) -> usize {
+        self.0.iter().map(|s| chars(&s.text)).sum()
+    }
+
+    /// How many terminal rows the line takes at `cols` columns (a long link wraps).
+    pub fn rows_at(&self, cols: u16) -> usize {
+        self.width().div_ceil(usize::from(cols).max(1)).max(1)
+    }
+
+    /// The line for the terminal: SGR colours and OSC 8 hyperlinks as `style` allows.
+    pub fn paint(&self, style: Style) -> String {
+        let mut out = String::new();
+        for span in &self.0 {
+            let sgr = if style.color { sgr(span.tone) } else { None };
+            let link = style.hyperlinks && span.tone == Tone::Link;
+            if link {
+                let _ = write!(out, "\x1b]8;;{}\x1b\\", span.text);
+            }
+            match sgr {
+                Some(code) => {
+                    let _ = write!(out, "\x1b[{code}m{}\x1b[0m", span.text);
+                }
+                None => out.push_str(&span.text),
+            }
+            if link {
+                out.push_str("\x1b]8;;\x1b\\");
+            }
+        }
+        out
+    }
+}
+
+/// The SGR parameters of a tone, `None` for plain text.
+fn sgr(tone: Tone) -> Option<&'static str> {
+    use TargetState::*;
+    Some(match tone {
+        Tone::Plain | Tone::Detail => return None,
+        Tone::Title => "1",
+        Tone::Dim => "2",
+        Tone::Link => "4",
+        Tone::State(Connected) => "1;32",
+        Tone::State(Skipped) => "33",
+        Tone::State(Failed | NotConnected) => "1;31",
+        Tone::State(Expired) => "35",
+        Tone::State(Initiated) => "36",
+        Tone::State(_) => "2",
+    })
 }
 
 /// Filled cells of the bar: the share of the deadline's length still left, rounded up so any
@@ -345,25 +638,6 @@ fn clean(s: &str) -> String {
     s.chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect()
-}
-
-/// The ANSI text that repaints a card in place: the caller writes it to stderr as is.
-///
-/// It moves the cursor up over the `previous_line_count` lines drawn last time (0 on the
-/// first draw), clears and rewrites each line, and clears whatever a longer previous card
-/// left below. The cursor ends on the line after the card, so the next call can do the same.
-pub fn redraw_sequence(lines: &[String], previous_line_count: usize) -> String {
-    let mut out = String::from("\r");
-    if previous_line_count > 0 {
-        let _ = write!(out, "\x1b[{previous_line_count}A");
-    }
-    for line in lines {
-        out.push_str("\x1b[2K");
-        out.push_str(line);
-        out.push('\n');
-    }
-    out.push_str("\x1b[J");
-    out
 }
 
 /// One plain line for an event, for when stderr is not a terminal (SPEC §8).
@@ -430,8 +704,12 @@ fn row_summary(row: &TargetRow) -> String {
 /// A key the card knows, decoded from one byte of raw-mode input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Key {
-    /// A digit `1`–`9`: the row with that number.
-    Row(u8),
+    /// A digit `0`–`9`: (part of) a row number.
+    Digit(u8),
+    /// Enter (`\r` or `\n`): ends a row number.
+    Enter,
+    /// Backspace (`0x7f` or `0x08`): takes a typed digit back.
+    Backspace,
     /// `c` or `C`: Continue.
     Continue,
     /// `q`, `Q` or Ctrl-C: interrupt.
@@ -442,7 +720,9 @@ impl Key {
     /// The key of a byte, or `None` for a byte the card ignores.
     pub fn from_byte(byte: u8) -> Option<Key> {
         match byte {
-            b'1'..=b'9' => Some(Key::Row(byte - b'0')),
+            b'0'..=b'9' => Some(Key::Digit(byte - b'0')),
+            b'\r' | b'\n' => Some(Key::Enter),
+            0x7f | 0x08 => Some(Key::Backspace),
             b'c' | b'C' => Some(Key::Continue),
             b'q' | b'Q' | 0x03 => Some(Key::Interrupt),
             _ => None,
@@ -570,17 +850,64 @@ pub fn stderr_is_terminal() -> bool {
     is_terminal(rustix::stdio::stderr())
 }
 
-/// The width of the terminal the card is drawn on (stderr), 80 when it does not say.
-pub fn terminal_width() -> u16 {
-    termios::tcgetwinsize(rustix::stdio::stderr())
-        .ok()
-        .map(|w| w.ws_col)
-        .filter(|&cols| cols > 0)
-        .unwrap_or(DEFAULT_WIDTH)
+/// The size of the terminal the card is drawn on (stderr) as (columns, rows); 80×24 when it
+/// does not say.
+pub fn terminal_size() -> (u16, u16) {
+    let size = termios::tcgetwinsize(rustix::stdio::stderr()).ok();
+    let cols = size.map(|w| w.ws_col).filter(|&c| c > 0);
+    let rows = size.map(|w| w.ws_row).filter(|&r| r > 0);
+    (
+        cols.unwrap_or(DEFAULT_WIDTH),
+        rows.unwrap_or(DEFAULT_HEIGHT),
+    )
 }
 
+/// How the card may draw on stderr, from the environment (SPEC §12.3): `NO_COLOR` (set and
+/// not empty) or `TERM=dumb` turn colour and cursor movement off; OSC 8 hyperlinks are used
+/// where the terminal is known to have them (`FORCE_HYPERLINK=1` or `0` decides instead).
+pub fn style_from_env(get: impl Fn(&str) -> Option<String>) -> Option<Style> {
+    let set = |name: &str| get(name).is_some_and(|v| !v.is_empty());
+    let term = get("TERM").unwrap_or_default();
+    if set("NO_COLOR") || term == "dumb" {
+        return None;
+    }
+    let hyperlinks = match get("FORCE_HYPERLINK").as_deref() {
+        Some("0") => false,
+        Some(v) if !v.is_empty() => true,
+        _ => {
+            let program = get("TERM_PROGRAM").unwrap_or_default();
+            let vte = get("VTE_VERSION").and_then(|v| v.parse::<u32>().ok());
+            [
+                "iTerm.app",
+                "WezTerm",
+                "vscode",
+                "ghostty",
+                "Hyper",
+                "Tabby",
+            ]
+            .contains(&program.as_str())
+                || vte.is_some_and(|v| v >= 5000)
+                || set("KITTY_WINDOW_ID")
+                || set("WT_SESSION")
+                || set("KONSOLE_VERSION")
+                || [
+                    "xterm-kitty",
+                    "foot",
+                    "alacritty",
+                    "wezterm",
+                    "xterm-ghostty",
+                ]
+                .iter()
+                .any(|t| term.starts_with(t))
+        }
+    };
+    Some(Style {
+        color: true,
+        hyperlinks,
+    })
+}
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use connop_core::contract::{Actor, TargetAction, TargetState};
     use connop_core::operation::{Operation, Patch, Target};
@@ -658,7 +985,7 @@ mod tests {
         model
     }
 
-    fn at(secs: u64) -> Timestamp {
+    pub(crate) fn at(secs: u64) -> Timestamp {
         Timestamp::from_secs(T0 + secs)
     }
 
@@ -767,7 +1094,7 @@ mod tests {
 
     /// gmail initiated with a link and a long detail, notion failed with a detail, slack
     /// initiated with a very long link.
-    fn busy_card() -> CardModel {
+    pub(crate) fn busy_card() -> CardModel {
         let mut op = new_op(&["gmail", "notion", "slack"]);
         let long_url = format!("https://connect.example/slack/{}", "x".repeat(120));
         let events = [
@@ -803,33 +1130,34 @@ mod tests {
         model
     }
 
+    /// Whether a line is a link on a line of its own (the one kind of line that may be wider
+    /// than the terminal: the terminal wraps it, the card never cuts it).
+    fn is_link_line(line: &str) -> bool {
+        line.trim_start().starts_with("https://")
+    }
+
     #[test]
     fn lines_never_exceed_the_width_and_links_stay_whole() {
         let model = busy_card();
         let long_url = model.rows()[2].connect_url.clone().unwrap();
         for width in [40u16, 80, 120, 20, 10, 1, 0] {
-            let lines = model.render(at(30), width);
-            assert_fits(&lines, width);
-            if width >= 40 {
-                let all = lines.concat();
-                assert!(all.contains(GMAIL_URL), "width {width}: gmail link whole");
-                let joined: String = lines
-                    .iter()
-                    .filter(|l| !l.starts_with("  3"))
-                    .map(|l| l.trim_start())
-                    .collect();
-                assert!(
-                    joined.contains(&*long_url),
-                    "width {width}: long link whole"
-                );
-            }
+            let lines = model.render_plain(at(30), width);
+            let rest: Vec<String> = lines.iter().filter(|l| !is_link_line(l)).cloned().collect();
+            assert_fits(&rest, width.max(1));
+            // Each link is on one line, whole: never cut or broken by the card.
+            let all = lines.concat();
+            assert!(all.contains(GMAIL_URL), "width {width}: gmail link whole");
+            assert!(
+                lines.iter().any(|l| l.trim_start() == &*long_url),
+                "width {width}: long link whole on its own line: {lines:#?}"
+            );
         }
     }
 
     #[test]
     fn the_detail_is_cut_before_the_link() {
         let model = busy_card();
-        let lines = model.render(at(0), 80);
+        let lines = model.render_plain(at(0), 80);
         let gmail = &lines[1];
         assert!(gmail.starts_with("  1  gmail   initiated  https://connect.example/gmail/1  "));
         assert!(gmail.ends_with('…'), "{gmail:?}");
@@ -839,32 +1167,56 @@ mod tests {
             "  2  notion  failed     vendor refused the mint"
         );
         // At 120 the gmail detail fits whole.
-        let wide = model.render(at(0), 120);
+        let wide = model.render_plain(at(0), 120);
         assert!(wide[1].ends_with("Google consent screen"));
         // At 40 the link goes under the row, whole, and the row keeps some detail.
-        let narrow = model.render(at(0), 40);
+        let narrow = model.render_plain(at(0), 40);
         assert!(narrow[1].starts_with("  1  gmail   initiated  waiting"));
         assert_eq!(narrow[2], format!("     {GMAIL_URL}"));
     }
 
     #[test]
-    fn the_card_has_a_title_a_bar_and_key_help() {
-        let model = card(&[&request(&op())]);
-        let lines = model.render(at(48), 80);
+    fn the_card_has_a_title_a_hint_a_bar_and_key_help() {
+        let mut model = card(&[&request(&op())]);
+        model.set_keys(true);
+        let lines = model.render_plain(at(48), 80);
         assert_eq!(lines[0], "connop · op 010203040506 · 0/2 resolved");
         assert_eq!(lines[1], format!("  1  gmail   initiated  {GMAIL_URL}"));
         assert_eq!(lines[2], "  2  notion  pending");
-        assert_eq!(lines[3], "[█████████████████░░░] 4:12 left");
-        assert_eq!(lines[4], "1–2 skip a row · c continue · q quit (interrupt)");
-        assert_eq!(lines.len(), 5);
-        let narrow = model.render(at(48), 40);
+        assert_eq!(
+            lines[3],
+            "Open a link in a browser to connect that account; the card updates by itself."
+        );
+        assert_eq!(lines[4], "[█████████████████░░░] 4:12 left");
+        assert_eq!(lines[5], "1–2 skip a row · c continue · q quit (interrupt)");
+        assert_eq!(lines.len(), 6);
+        let narrow = model.render_plain(at(48), 40);
         assert_eq!(narrow[2], format!("     {GMAIL_URL}"));
         assert_eq!(narrow.last().unwrap(), "1–2 skip · c continue · q quit");
         assert_fits(&narrow, 40);
     }
 
+    #[test]
+    fn the_keys_line_shows_only_when_keys_can_be_read() {
+        let mut model = card(&[&request(&op())]);
+        let without = model.render_plain(at(0), 80);
+        assert!(without.iter().all(|l| !l.contains("skip")), "{without:#?}");
+        assert_eq!(model.keys_line(), None);
+        model.set_keys(true);
+        let with = model.render_plain(at(0), 80);
+        assert_eq!(with.len(), without.len() + 1);
+        assert!(model.keys_line().unwrap().starts_with("1–2 skip a row"));
+    }
+
+    #[test]
+    fn no_hint_without_a_link_to_open() {
+        let model = card(&[&request(&new_op(&["gmail"]))]);
+        let lines = model.render_plain(at(0), 80);
+        assert!(lines.iter().all(|l| !l.contains("browser")), "{lines:#?}");
+    }
+
     fn bar(model: &CardModel, now: Timestamp, width: u16) -> String {
-        let lines = model.render(now, width);
+        let lines = model.render_plain(now, width);
         let bar = lines.iter().find(|l| l.ends_with(" left"));
         bar.cloned().unwrap_or_default()
     }
@@ -908,7 +1260,7 @@ mod tests {
         let fin = settled(&mut op, SettleReason::Continue);
         let model = card(&[&req, &skip, &fin]);
         for width in [40u16, 80, 120] {
-            let lines = model.render(at(20), width);
+            let lines = model.render_plain(at(20), width);
             assert_fits(&lines, width);
             assert_eq!(lines[0], "connop · op 010203040506 · settled");
             assert!(lines[1].starts_with("  1  gmail   not_connected"));
@@ -921,13 +1273,10 @@ mod tests {
 
     #[test]
     fn an_empty_card_waits() {
-        let lines = CardModel::new().render(at(0), 80);
+        let lines = CardModel::new().render_plain(at(0), 80);
         assert_eq!(lines, vec!["connop · waiting for the card…".to_owned()]);
-        assert_eq!(CardModel::new().action_for(b'c'), None);
-        assert_eq!(
-            CardModel::new().action_for(b'q'),
-            Some(CardAction::Interrupt)
-        );
+        assert_eq!(CardModel::new().press(b'c'), None);
+        assert_eq!(CardModel::new().press(b'q'), Some(CardAction::Interrupt));
     }
 
     #[test]
@@ -941,27 +1290,13 @@ mod tests {
             Patch::detail("bad\x1b[2Jthing\nhere"),
         );
         let model = card(&[&request(&op), &frame]);
-        let lines = model.render(at(0), 80);
+        let lines = model.render_plain(at(0), 80);
         assert_fits(&lines, 80);
         assert!(lines[1].starts_with("  1  a-very-long-con…  pending"));
         assert!(lines[2].ends_with("bad [2Jthing here"), "{:?}", lines[2]);
         assert!(lines.iter().all(|l| !l.chars().any(char::is_control)));
         let line = change_line(&frame).unwrap();
         assert!(!line.chars().any(char::is_control));
-    }
-
-    #[test]
-    fn redraw_moves_up_over_the_previous_card() {
-        let lines = vec!["one".to_owned(), "two".to_owned()];
-        assert_eq!(
-            redraw_sequence(&lines, 0),
-            "\r\x1b[2Kone\n\x1b[2Ktwo\n\x1b[J"
-        );
-        assert_eq!(
-            redraw_sequence(&lines, 5),
-            "\r\x1b[5A\x1b[2Kone\n\x1b[2Ktwo\n\x1b[J"
-        );
-        assert_eq!(redraw_sequence(&[], 0), "\r\x1b[J");
     }
 
     #[test]
@@ -1037,17 +1372,62 @@ mod tests {
 
     #[test]
     fn bytes_map_to_keys() {
-        assert_eq!(Key::from_byte(b'1'), Some(Key::Row(1)));
-        assert_eq!(Key::from_byte(b'9'), Some(Key::Row(9)));
-        assert_eq!(Key::from_byte(b'0'), None);
+        assert_eq!(Key::from_byte(b'1'), Some(Key::Digit(1)));
+        assert_eq!(Key::from_byte(b'9'), Some(Key::Digit(9)));
+        assert_eq!(Key::from_byte(b'0'), Some(Key::Digit(0)));
+        assert_eq!(Key::from_byte(b'\r'), Some(Key::Enter));
+        assert_eq!(Key::from_byte(b'\n'), Some(Key::Enter));
+        assert_eq!(Key::from_byte(0x7f), Some(Key::Backspace));
         assert_eq!(Key::from_byte(b'c'), Some(Key::Continue));
         assert_eq!(Key::from_byte(b'C'), Some(Key::Continue));
         assert_eq!(Key::from_byte(b'q'), Some(Key::Interrupt));
         assert_eq!(Key::from_byte(b'Q'), Some(Key::Interrupt));
         assert_eq!(Key::from_byte(0x03), Some(Key::Interrupt));
-        for other in [b'x', b' ', b'\n', b'\r', 0x1b, 0x04, 0xff] {
+        for other in [b'x', b' ', 0x1b, 0x04, 0xff] {
             assert_eq!(Key::from_byte(other), None, "{other:#x}");
         }
+    }
+
+    #[test]
+    fn rows_past_nine_take_two_digits() {
+        let names: Vec<String> = (1..=12).map(|i| format!("c{i}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut model = card(&[&request(&new_op(&names))]);
+        model.set_keys(true);
+        let skip = |n: usize| Some(CardAction::Skip(format!("c{n}").into()));
+        assert!(
+            model
+                .keys_line()
+                .unwrap()
+                .starts_with("1–12 skip a row (Enter after 1)")
+        );
+        // 2 to 9 cannot start a longer number here: at once.
+        assert_eq!(model.press(b'5'), skip(5));
+        // 1 may: it waits, and says so.
+        assert_eq!(model.press(b'1'), None);
+        assert_eq!(model.pending_row(), Some(1));
+        let lines = model.render_plain(at(0), 100);
+        assert!(
+            lines.last().unwrap().starts_with("row 1…: Enter skips it"),
+            "{lines:#?}"
+        );
+        assert_eq!(model.press(b'2'), skip(12));
+        assert_eq!(model.pending_row(), None);
+        assert_eq!(model.press(b'1'), None);
+        assert_eq!(model.press(b'0'), skip(10));
+        assert_eq!(model.press(b'1'), None);
+        assert_eq!(model.press(b'\r'), skip(1));
+        // Backspace takes the digit back; Enter alone does nothing.
+        assert_eq!(model.press(b'1'), None);
+        assert_eq!(model.press(0x7f), None);
+        assert_eq!(model.press(b'\r'), None);
+        // Another key drops a number being typed.
+        assert_eq!(model.press(b'1'), None);
+        assert_eq!(model.press(b'x'), None);
+        assert_eq!(model.pending_row(), None);
+        assert_eq!(model.press(b'0'), None);
+        assert_eq!(model.press(b'1'), None);
+        assert_eq!(model.press(b'3'), None, "no row 13");
     }
 
     #[test]
@@ -1077,25 +1457,19 @@ mod tests {
             Actor::BackendWatcher,
             Patch::default(),
         );
-        let model = card(&[&req, &connected, &failed]);
-        assert_eq!(model.action_for(b'1'), None, "connected: resolved");
-        assert_eq!(
-            model.action_for(b'2'),
-            Some(CardAction::Skip("notion".into()))
-        );
-        assert_eq!(
-            model.action_for(b'3'),
-            Some(CardAction::Skip("slack".into()))
-        );
-        assert_eq!(model.action_for(b'4'), None, "no row 4");
-        assert_eq!(model.action_for(b'9'), None);
-        assert_eq!(model.action_for(b'c'), Some(CardAction::Continue));
-        assert_eq!(model.action_for(b'C'), Some(CardAction::Continue));
-        assert_eq!(model.action_for(b'q'), Some(CardAction::Interrupt));
-        assert_eq!(model.action_for(b'Q'), Some(CardAction::Interrupt));
-        assert_eq!(model.action_for(0x03), Some(CardAction::Interrupt));
-        assert_eq!(model.action_for(b'x'), None);
-        assert_eq!(model.action_for(b'0'), None);
+        let mut model = card(&[&req, &connected, &failed]);
+        assert_eq!(model.press(b'1'), None, "connected: resolved");
+        assert_eq!(model.press(b'2'), Some(CardAction::Skip("notion".into())));
+        assert_eq!(model.press(b'3'), Some(CardAction::Skip("slack".into())));
+        assert_eq!(model.press(b'4'), None, "no row 4");
+        assert_eq!(model.press(b'9'), None);
+        assert_eq!(model.press(b'c'), Some(CardAction::Continue));
+        assert_eq!(model.press(b'C'), Some(CardAction::Continue));
+        assert_eq!(model.press(b'q'), Some(CardAction::Interrupt));
+        assert_eq!(model.press(b'Q'), Some(CardAction::Interrupt));
+        assert_eq!(model.press(0x03), Some(CardAction::Interrupt));
+        assert_eq!(model.press(b'x'), None);
+        assert_eq!(model.press(b'0'), None);
         let skipped = moved(
             &mut op,
             "notion",
@@ -1103,14 +1477,13 @@ mod tests {
             Actor::User,
             Patch::default(),
         );
-        let mut model = model;
         model.apply(&skipped);
-        assert_eq!(model.action_for(b'2'), None, "skipped: resolved");
+        assert_eq!(model.press(b'2'), None, "skipped: resolved");
         let fin = settled(&mut op, SettleReason::Interrupt);
         model.apply(&fin);
-        assert_eq!(model.action_for(b'3'), None, "settled: nothing to skip");
-        assert_eq!(model.action_for(b'c'), None);
-        assert_eq!(model.action_for(b'q'), Some(CardAction::Interrupt));
+        assert_eq!(model.press(b'3'), None, "settled: nothing to skip");
+        assert_eq!(model.press(b'c'), None);
+        assert_eq!(model.press(b'q'), Some(CardAction::Interrupt));
     }
 
     #[test]
@@ -1141,7 +1514,7 @@ mod tests {
 
     #[test]
     fn terminal_helpers_answer_without_a_terminal() {
-        assert!(terminal_width() > 0);
+        assert!(terminal_size().0 > 0 && terminal_size().1 > 0);
         // Whatever the test harness gives us, these must not panic, and raw mode restores.
         let _ = stdin_is_terminal() || stderr_is_terminal();
         drop(RawMode::enter());
@@ -1176,10 +1549,84 @@ mod tests {
             Patch::detail("vendor refused the mint"),
         );
         let model = card(&[&req, &gmail, &notion, &slack]);
-        let lines = model.render(at(48), 80);
+        let lines = model.render_plain(at(48), 80);
         assert_fits(&lines, 80);
         for line in lines {
             println!("{line}");
         }
+    }
+
+    #[test]
+    fn style_follows_no_color_term_and_known_terminals() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| (*v).to_owned())
+            }
+        };
+        assert_eq!(style_from_env(env(&[("NO_COLOR", "1")])), None);
+        assert_eq!(style_from_env(env(&[("TERM", "dumb")])), None);
+        let plain_xterm = Style {
+            color: true,
+            hyperlinks: false,
+        };
+        // An empty NO_COLOR is no request (no-color.org).
+        assert_eq!(
+            style_from_env(env(&[("NO_COLOR", ""), ("TERM", "xterm-256color")])),
+            Some(plain_xterm)
+        );
+        let linked = Some(Style {
+            color: true,
+            hyperlinks: true,
+        });
+        assert_eq!(
+            style_from_env(env(&[("TERM_PROGRAM", "iTerm.app")])),
+            linked
+        );
+        assert_eq!(style_from_env(env(&[("VTE_VERSION", "7006")])), linked);
+        assert_eq!(style_from_env(env(&[("TERM", "xterm-kitty")])), linked);
+        assert_eq!(style_from_env(env(&[("FORCE_HYPERLINK", "1")])), linked);
+        assert_eq!(
+            style_from_env(env(&[("FORCE_HYPERLINK", "0"), ("WT_SESSION", "x")])),
+            Some(plain_xterm)
+        );
+    }
+
+    /// The card as a person sees it, at three widths, open and settled.
+    #[test]
+    fn snapshots_of_the_card() {
+        let mut model = busy_card();
+        model.set_keys(true);
+        for width in [100u16, 60, 30] {
+            let text = model.render_plain(at(48), width).join("\n");
+            insta::assert_snapshot!(format!("busy_card_{width}"), text);
+        }
+        let painted: Vec<String> = model
+            .render(at(48), 100)
+            .iter()
+            .map(|l| {
+                l.paint(Style {
+                    color: true,
+                    hyperlinks: true,
+                })
+                .escape_debug()
+                .to_string()
+            })
+            .collect();
+        insta::assert_snapshot!("busy_card_painted", painted.join("\n"));
+        let mut op = op();
+        let req = request(&op);
+        let connected = moved(
+            &mut op,
+            "gmail",
+            TargetState::Connected,
+            Actor::BackendWatcher,
+            Patch::default(),
+        );
+        let fin = settled(&mut op, SettleReason::Continue);
+        let model = card(&[&req, &connected, &fin]);
+        insta::assert_snapshot!("settled_card", model.render_plain(at(20), 80).join("\n"));
     }
 }

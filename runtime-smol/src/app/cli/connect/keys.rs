@@ -1,8 +1,9 @@
 //! The card's keys: stdin in raw mode, read on a thread of its own; a row number skips that
-//! row, `c` continues, `q` or Ctrl-C interrupts.
+//! row (two digits past row 9), `c` continues, `q` or Ctrl-C interrupts.
 
-use super::Shared;
-use super::card::{CardAction, CardModel, EscapeFilter, RawMode};
+use super::card::{CardAction, EscapeFilter, RawMode};
+use super::outcome::InterruptCause;
+use super::screen::Screen;
 use crate::app::error::{AppError, EnvironmentError};
 use connop_blocking::{Interrupt, SharedRegistry};
 use std::io::Read as _;
@@ -11,15 +12,16 @@ use std::io::Read as _;
 /// stays blocked in `read`); the returned mode restores the terminal when dropped. Off a
 /// terminal, reads nothing.
 pub(super) fn read_keys(
-    model: Shared<CardModel>,
+    screen: Screen,
     registry: SharedRegistry,
     session_key: &str,
     interrupt: &Interrupt,
+    cause: &InterruptCause,
 ) -> Result<Option<RawMode>, AppError> {
     let Some(raw) = RawMode::enter() else {
         return Ok(None);
     };
-    let (key, interrupt) = (session_key.to_owned(), interrupt.clone());
+    let (key, interrupt, cause) = (session_key.to_owned(), interrupt.clone(), cause.clone());
     std::thread::Builder::new()
         .name("connop-keys".into())
         .spawn(move || {
@@ -30,12 +32,22 @@ pub(super) fn read_keys(
                 let Some(byte) = filter.feed(byte[0]) else {
                     continue;
                 };
-                let action = model
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .action_for(byte);
+                let (action, typing) = {
+                    let model = screen.model();
+                    let mut model = model.lock().unwrap_or_else(|p| p.into_inner());
+                    let before = model.pending_row();
+                    let action = model.press(byte);
+                    (action, before != model.pending_row())
+                };
+                // A row number being typed shows on the keys line.
+                if typing {
+                    screen.draw();
+                }
                 match action {
-                    Some(CardAction::Interrupt) => interrupt.trigger(),
+                    Some(CardAction::Interrupt) => {
+                        cause.keyboard();
+                        interrupt.trigger();
+                    }
                     Some(action) => {
                         if let (Some(op), Some(answer)) =
                             (registry.current(&key), action.to_answer())

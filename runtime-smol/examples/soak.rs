@@ -96,13 +96,15 @@ fn agent_script(dir: &Path) -> PathBuf {
     script
 }
 
-/// The processes whose command line names `marker` (agent commands and their children).
-fn processes_naming(marker: &str) -> Vec<u32> {
+/// The processes whose command line names `marker` (agent commands and their children), but
+/// `gateway`, whose own `--agent-cmd` names it too.
+fn processes_naming(marker: &str, gateway: u32) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     entries
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid != gateway)
         .filter(|pid| {
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -573,11 +575,18 @@ fn main() {
             fds: open_fds(pid),
             ops: counts.ops_started.load(Ordering::Relaxed),
             runs: counts.runs_started.load(Ordering::Relaxed),
-            agents: processes_naming(&marker).len(),
+            agents: processes_naming(&marker, pid).len(),
         };
         println!(
-            "minute {:>2}: RSS {:>7} KiB, fds {:>4}, operations {:>7}, runs {:>6}, agent processes {:>3}",
-            sample.minute, sample.rss_kib, sample.fds, sample.ops, sample.runs, sample.agents
+            "minute {:>2}: RSS {:>7} KiB (anonymous {:>7} KiB), threads {:>3}, fds {:>4}, operations {:>7}, runs {:>6}, agent processes {:>3}",
+            sample.minute,
+            sample.rss_kib,
+            status_kib(pid, "RssAnon"),
+            status_kib(pid, "Threads"),
+            sample.fds,
+            sample.ops,
+            sample.runs,
+            sample.agents
         );
         samples.push(sample);
     }
@@ -608,7 +617,7 @@ fn main() {
     let agents_left = {
         let mut left = Vec::new();
         wait_until(Duration::from_secs(5), || {
-            left = processes_naming(&marker);
+            left = processes_naming(&marker, pid);
             left.is_empty()
         });
         left

@@ -136,6 +136,19 @@ struct Gateway {
     key: String,
 }
 
+/// `CONNOP_SOAK_HEAPTRACK=FILE` records the gateway's heap with heaptrack's preload library
+/// into FILE (raw; read it with `heaptrack_interpret < FILE | gzip > FILE.gz` and
+/// `heaptrack_print FILE.gz`), to find what grows.
+fn heap_profile() -> Vec<(&'static str, String)> {
+    match std::env::var("CONNOP_SOAK_HEAPTRACK") {
+        Ok(file) => vec![
+            ("LD_PRELOAD", "/usr/lib/heaptrack/libheaptrack_preload.so".to_owned()),
+            ("DUMP_HEAPTRACK_OUTPUT", file),
+        ],
+        Err(_) => Vec::new(),
+    }
+}
+
 fn start_gateway(binary: &Path, dir: &Path) -> Gateway {
     let socket = dir.join("gateway.sock").display().to_string();
     let key = connop_smol::app::sync::random_hex(16);
@@ -152,6 +165,7 @@ fn start_gateway(binary: &Path, dir: &Path) -> Gateway {
         ])
         .env("CONNOP_HOME", dir.join("home"))
         .env("RUST_LOG", "warn")
+        .envs(heap_profile())
         .env_remove("CONNECTOR_GATEWAY_URL")
         .env_remove("CONNECTOR_GATEWAY_TOKEN")
         .stdin(Stdio::null())

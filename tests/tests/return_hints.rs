@@ -60,7 +60,11 @@ fn a_hint_reads_the_named_row_at_once_and_only_it() {
     assert_eq!(reads_of(&out, "gmail"), [0.0, 1.0], "{}", out.log.render());
     assert_eq!(reads_of(&out, "notion"), [0.0]);
     assert!(logged(&out, "return hint(gmail) -> read=true"));
-    assert_eq!(out.returned_at, Some(Duration::from_secs(3)), "deadline kept");
+    assert_eq!(
+        out.returned_at,
+        Some(Duration::from_secs(3)),
+        "deadline kept"
+    );
 }
 
 #[test]
@@ -77,7 +81,11 @@ fn a_hint_naming_nothing_reads_every_live_row_and_a_found_connection_settles_at_
     // gmail's change reads notion once more.
     assert_eq!(reads_of(&out, "gmail"), [0.0, 0.2, 1.5]);
     assert_eq!(reads_of(&out, "notion"), [0.0, 0.2, 1.5, 1.5]);
-    assert_eq!(reads_of(&out, "slack"), [0.0], "a skipped row is never read again");
+    assert_eq!(
+        reads_of(&out, "slack"),
+        [0.0],
+        "a skipped row is never read again"
+    );
     assert_eq!(connected_at(&out, "gmail"), Some(1.5));
 }
 
@@ -222,5 +230,10 @@ fn a_hint_is_not_held_behind_another_rows_stalled_read() {
         .at(0.3, hint("notion"))
         .run(connect(&["gmail", "notion"]));
     assert_clean(&out);
-    assert_eq!(connected_at(&out, "notion"), Some(0.3), "{}", out.log.render());
+    assert_eq!(
+        connected_at(&out, "notion"),
+        Some(0.3),
+        "{}",
+        out.log.render()
+    );
 }

@@ -15,9 +15,7 @@ use std::time::{Duration, Instant};
 const TICK: Duration = Duration::from_secs(60);
 const DEADLINE: Duration = Duration::from_secs(20);
 
-fn context<G: ?Sized>(
-    gateway: Arc<G>,
-) -> (ToolContext<G>, Receiver<OpHandle>) {
+fn context<G: ?Sized>(gateway: Arc<G>) -> (ToolContext<G>, Receiver<OpHandle>) {
     let registry = SharedRegistry::new("/test/.connop");
     let mut ctx = ToolContext::new(registry.clone(), "s1", gateway);
     ctx.surface = Surface::Desktop;

@@ -204,11 +204,14 @@ impl Flow {
     ) -> Result<bool, CallerError> {
         let op = self.op.as_ref().ok_or(CallerError::NoOperation)?;
         let named = match target {
-            Some(name) => Some(op.index_of(name).ok_or_else(|| {
-                TransitionError::UnknownTarget {
-                    name: name.to_owned(),
-                }
-            })?),
+            Some(name) => {
+                Some(
+                    op.index_of(name)
+                        .ok_or_else(|| TransitionError::UnknownTarget {
+                            name: name.to_owned(),
+                        })?,
+                )
+            }
             None => None,
         };
         if op.is_settled() || self.stage != Stage::Watching {

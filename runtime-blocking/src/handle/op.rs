@@ -348,6 +348,15 @@ impl OpHandle {
         self.apply(|flow, now| flow.handle_return_hint(target, now))
     }
 
+    /// The target whose row holds `connection_id`, if any: a loopback return names the
+    /// account; [`return_hint`](Self::return_hint) then names this target, or none (every
+    /// live row) when no row holds it.
+    pub fn target_of_connection(&self, connection_id: &str) -> Option<Text> {
+        let state = self.lock();
+        let op = state.flow.operation()?;
+        op.target_with_connection(connection_id).cloned()
+    }
+
     /// A gateway answer, from whatever ran the call.
     pub fn deliver(&self, id: CallId, result: Result<GatewayReply, GatewayError>) {
         let fed = self.apply(|flow, now| flow.handle_gateway(id, result, now));

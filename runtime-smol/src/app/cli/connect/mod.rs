@@ -5,6 +5,7 @@
 
 pub mod card;
 mod keys;
+pub mod returns;
 mod screen;
 
 use super::{choose_tool_gateway, print_stdout, profile, watch_signals};
@@ -63,6 +64,10 @@ pub fn run_connect(options: ConnectOptions) -> Result<(), AppError> {
     ctx.deadline = options.deadline;
     ctx.local_catalog = options.catalog.clone();
     ctx.interrupt = Some(interrupt.clone());
+    // The browser's way back (SPEC §12.1): each return reads the rows at once.
+    let returns =
+        returns::start_if_wanted(tool_gateway.embedded.is_some(), &registry, &session_key);
+    ctx.return_to = returns.as_ref().map(|r| Text::from(r.url()));
 
     let raw = keys::read_keys(screen.model(), registry, &session_key, &interrupt)?;
     let args = tool_args(&options);
@@ -72,6 +77,7 @@ pub fn run_connect(options: ConnectOptions) -> Result<(), AppError> {
     print_result(&result, options.json)?;
     // The embedded tool gateway stops only now: links stayed valid until the end.
     drop(tool_gateway);
+    drop(returns);
     Ok(())
 }
 

@@ -13,8 +13,8 @@
 //! Each approval waits a random part of a tick first, so decisions land at every phase of
 //! the tick. The clock runs from just before the deciding request to the frame or line.
 //!
-//! `cargo bench -p connop-smol --bench return_latency [-- N]` (N approvals per mode, default
-//! 200; the baseline takes N/10). Goal: p99 under 50 ms in both modes.
+//! `cargo bench -p connop-smol --bench return_latency [-- N [desktop|terminal|baseline]]` (N
+//! approvals per mode, default 200; the baseline takes N/10; a mode name runs only it). Goal: p99 under 50 ms in both modes.
 
 use connop_smol::app::sim_gateway::{CATALOG, SimOptions, SimToolGateway};
 use isahc::ReadResponseExt;
@@ -279,6 +279,9 @@ fn terminal(sim: &SimToolGateway, n: usize, rng: &mut Rng) -> Vec<Duration> {
                 if want(&line) {
                     return (line, at);
                 }
+                if std::env::var("BENCH_DEBUG").is_ok() {
+                    eprintln!("skipped: {line}");
+                }
             }
         };
         let (up, _) = until("the return listener", &|l| {
@@ -300,7 +303,9 @@ fn terminal(sim: &SimToolGateway, n: usize, rng: &mut Rng) -> Vec<Duration> {
             let back = back.unwrap_or_else(|| {
                 format!("{return_url}?connection_id={connection_id}&status=active")
             });
-            let mut page = browser.get(back).expect("the return URL answers");
+            let mut page = browser
+                .get(back.as_str())
+                .unwrap_or_else(|e| panic!("the return URL {back} answers: {e}"));
             let _ = page.text();
             let change = format!("{name}: initiated -> connected");
             let (_, seen) = until(&change, &|l| l.starts_with(&change));

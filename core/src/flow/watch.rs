@@ -341,3 +341,115 @@ impl Flow {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::flow::{Effect, Flow, FlowConfig, Input, WakeReason};
+    use crate::registry::RegistryKey;
+    use crate::time::Timestamp;
+    use crate::tool_gateway::{
+        Account, AccountStatus, CallId, GatewayCall, GatewayError, GatewayReply, MintRow,
+        MintStatus,
+    };
+    use serde_json::json;
+    use std::time::Duration;
+
+    const T0: Timestamp = Timestamp::from_secs(1_800_000_000);
+
+    fn at(ms: u64) -> Timestamp {
+        T0 + Duration::from_millis(ms)
+    }
+
+    /// A flow watching gmail and notion; returns their first reads' call ids.
+    fn watching(deadline: Duration) -> (Flow, CallId, CallId) {
+        let mut config = FlowConfig::new(RegistryKey::new("/h", "s"));
+        config.deadline = deadline;
+        let args = json!({"action": "connect", "connectors": ["gmail", "notion"]});
+        let mut flow = Flow::start(&args, config, [1, 2, 3, 4, 5, 6], T0);
+        let mut reads = Vec::new();
+        while let Some(effect) = flow.poll_effect() {
+            match effect {
+                Effect::Register { .. } => {
+                    flow.handle_input(Input::Registered(Ok(())), T0).unwrap();
+                }
+                Effect::Call {
+                    id,
+                    call: GatewayCall::Mint(mint),
+                } => {
+                    let rows = mint
+                        .connectors
+                        .iter()
+                        .map(|name| MintRow {
+                            connector: name.clone(),
+                            status: MintStatus::Initiated,
+                            connect_url: Some(format!("https://c/{name}").into()),
+                            connection_id: Some(format!("ca_{name}").into()),
+                            status_reason: None,
+                        })
+                        .collect();
+                    flow.handle_gateway(id, Ok(GatewayReply::Minted(rows)), T0)
+                        .unwrap();
+                }
+                Effect::Call { id, .. } => reads.push(id),
+                _ => {}
+            }
+        }
+        assert_eq!(reads.len(), 2, "both rows read at once after the card");
+        (flow, reads[0], reads[1])
+    }
+
+    fn pending(id: &str) -> Result<GatewayReply, GatewayError> {
+        Ok(GatewayReply::Account(Some(Account {
+            connection_id: id.into(),
+            connector: id.trim_start_matches("ca_").into(),
+            status: AccountStatus::Pending,
+            status_reason: None,
+        })))
+    }
+
+    fn calls(flow: &mut Flow) -> usize {
+        std::iter::from_fn(|| flow.poll_effect())
+            .filter(|e| matches!(e, Effect::Call { .. }))
+            .count()
+    }
+
+    #[test]
+    fn each_row_ticks_on_its_own_and_poll_timeout_names_the_earliest_wake() {
+        let (mut flow, gmail, notion) = watching(Duration::from_secs(300));
+        // gmail answers at 0.3 s: its next read is a tick later, whatever notion's read does.
+        flow.handle_gateway(gmail, pending("ca_gmail"), at(300))
+            .unwrap();
+        let wake = flow.poll_timeout().unwrap();
+        assert_eq!((wake.at, wake.reason), (at(1_300), WakeReason::Tick));
+        // At 1.3 s gmail is read again; notion's read is still out and is not read twice.
+        flow.handle_timeout(at(1_300));
+        assert_eq!(calls(&mut flow), 1);
+        // notion is rate limited at 1.5 s: every row backs off to 6.5 s.
+        let limited = Err(GatewayError::RateLimited {
+            retry_after: Duration::from_secs(5),
+        });
+        flow.handle_gateway(notion, limited, at(1_500)).unwrap();
+        let wake = flow.poll_timeout().unwrap();
+        assert_eq!((wake.at, wake.reason), (at(6_500), WakeReason::Backoff));
+        // A hint during the back-off reads nothing yet.
+        assert_eq!(flow.handle_return_hint(Some("notion"), at(2_000)), Ok(true));
+        assert_eq!(calls(&mut flow), 0);
+        flow.handle_timeout(at(6_500));
+        assert_eq!(calls(&mut flow), 1, "notion; gmail's second read is still out");
+    }
+
+    #[test]
+    fn the_deadline_is_the_wake_when_it_comes_first() {
+        let (mut flow, gmail, notion) = watching(Duration::from_millis(800));
+        flow.handle_gateway(gmail, pending("ca_gmail"), at(100))
+            .unwrap();
+        flow.handle_gateway(notion, pending("ca_notion"), at(100))
+            .unwrap();
+        let wake = flow.poll_timeout().unwrap();
+        assert_eq!((wake.at, wake.reason), (at(800), WakeReason::Deadline));
+        assert_eq!(flow.handle_return_hint(None, at(200)), Ok(true));
+        assert_eq!(calls(&mut flow), 2, "a hint reads every live row at once");
+        let wake = flow.poll_timeout().unwrap();
+        assert_eq!(wake.at, at(800), "and never moves the deadline");
+    }
+}

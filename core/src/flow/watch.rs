@@ -435,7 +435,11 @@ mod tests {
         assert_eq!(flow.handle_return_hint(Some("notion"), at(2_000)), Ok(true));
         assert_eq!(calls(&mut flow), 0);
         flow.handle_timeout(at(6_500));
-        assert_eq!(calls(&mut flow), 1, "notion; gmail's second read is still out");
+        assert_eq!(
+            calls(&mut flow),
+            1,
+            "notion; gmail's second read is still out"
+        );
     }
 
     #[test]

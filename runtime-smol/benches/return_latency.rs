@@ -14,7 +14,8 @@
 //! the tick. The clock runs from just before the deciding request to the frame or line.
 //!
 //! `cargo bench -p connop-smol --bench return_latency [-- N [desktop|terminal|baseline]]` (N
-//! approvals per mode, default 200; the baseline takes N/10; a mode name runs only it). Goal: p99 under 50 ms in both modes.
+//! approvals per mode, default 200; the baseline takes N/10; a mode name runs only it).
+//! `BENCH_DEBUG=1` prints every line skipped while waiting for the next expected one. Goal: p99 under 50 ms in both modes.
 
 use connop_smol::app::sim_gateway::{CATALOG, SimOptions, SimToolGateway};
 use isahc::ReadResponseExt;

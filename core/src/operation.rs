@@ -284,6 +284,15 @@ impl Operation {
         self.rows.iter().position(|r| &*r.name == name)
     }
 
+    /// The name of the row holding `connection_id` (a return URL names the account, not the
+    /// target).
+    pub fn target_with_connection(&self, connection_id: &str) -> Option<&Text> {
+        self.rows
+            .iter()
+            .find(|r| r.connection_id.as_deref() == Some(connection_id))
+            .map(|r| &r.name)
+    }
+
     /// At least one target, and every target resolved.
     #[must_use]
     pub fn all_resolved(&self) -> bool {

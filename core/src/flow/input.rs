@@ -58,6 +58,12 @@ pub enum Input {
         /// Who refreshes it.
         actor: Actor,
     },
+    /// The browser came back from the vendor (SPEC §12.1): read the named live row (every
+    /// live row when `None`) at once.
+    ReturnHint {
+        /// The target the return names, if any.
+        target: Option<Text>,
+    },
 }
 
 /// What [`Flow::handle_input`] reports back to whoever fed the input. Everything else the
@@ -75,6 +81,11 @@ pub enum Handled {
     Moved(Option<ChangeRecord>),
     /// A refresh's change record.
     Refreshed(ChangeRecord),
+    /// A return hint: whether a live row was there to read (`connection.returned`'s `read`).
+    Hinted {
+        /// False when nothing was live (or the operation had settled).
+        read: bool,
+    },
 }
 
 impl Flow {
@@ -119,6 +130,9 @@ impl Flow {
             } => self
                 .handle_refresh(&name, connect_url, detail, actor, now)
                 .map(Handled::Refreshed),
+            Input::ReturnHint { target } => self
+                .handle_return_hint(target.as_deref(), now)
+                .map(|read| Handled::Hinted { read }),
         }
     }
 }

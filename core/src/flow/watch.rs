@@ -1,9 +1,11 @@
-//! The watcher (SPEC §5.5): one account read per live row per tick, the list fallback for
-//! rows without a connection id, 429 back-off, and the re-read at once after a change.
+//! The watcher (SPEC §5.5, §12.1): each live row on its own tick, the list fallback for rows
+//! without a connection id, 429 back-off, the re-read at once after a change, and return
+//! hints.
 
 use super::{Flow, Purpose, Stage, Wake, WakeReason};
 use crate::contract::{Actor, TargetState};
-use crate::operation::{Operation, Patch, Text};
+use crate::error::CallerError;
+use crate::operation::{Patch, Text, TransitionError};
 use crate::time::Timestamp;
 use crate::tool_gateway::{AccountStatus, CallId, GatewayCall, GatewayError, GatewayReply};
 use std::time::Duration;
@@ -18,57 +20,47 @@ pub fn read_timeout(deadline_at: Timestamp, now: Timestamp) -> Duration {
     (deadline_at - now).clamp(MIN_READ_TIMEOUT, MAX_READ_TIMEOUT)
 }
 
-/// The watcher's bookkeeping. A tick issues its reads at once; the next tick is planned when
-/// the last of them has answered.
-#[derive(Debug, Default)]
-pub(super) struct Watcher {
-    /// Per row: the account read in flight, if any (at most one).
-    in_flight: Vec<Option<CallId>>,
-    /// The list-fallback read in flight, if any.
-    list_in_flight: Option<CallId>,
-    /// Reads of the current tick not yet answered.
-    outstanding: usize,
-    /// A change happened while reads were out: re-read at once when they are in.
-    changed: bool,
-    /// When the next tick is due (none while a tick's reads are out).
-    next_tick_at: Option<Timestamp>,
-    /// After a 429: no read before this.
-    backoff_until: Option<Timestamp>,
+/// One reader's clock: a row's account reads, or the list fallback shared by the rows
+/// without a connection id. Each has its own tick, so a slow read holds back only itself.
+#[derive(Clone, Copy, Debug, Default)]
+struct Slot {
+    /// The read in flight, if any (at most one).
+    in_flight: Option<CallId>,
+    /// Read once more as soon as the read in flight answers (a change or a hint came while
+    /// it was out).
+    again: bool,
+    /// When the next read is due, while none is in flight.
+    next_at: Option<Timestamp>,
 }
 
-impl Watcher {
-    pub(super) fn new(rows: usize) -> Self {
-        Watcher {
-            in_flight: vec![None; rows],
-            ..Watcher::default()
-        }
-    }
-
-    /// The first read happens at once after the card.
-    pub(super) fn start(&mut self, now: Timestamp) {
-        self.next_tick_at = Some(now);
-    }
-
-    /// An effective change: the next read happens at once, not a tick later.
-    pub(super) fn wake(&mut self, now: Timestamp) {
-        if self.outstanding > 0 {
-            self.changed = true;
+impl Slot {
+    /// Wants a read now: at once if idle, right after the answer if one is in flight.
+    fn hurry(&mut self, now: Timestamp) {
+        if self.in_flight.is_some() {
+            self.again = true;
         } else {
-            self.next_tick_at = Some(self.next_tick_at.map_or(now, |t| t.min(now)));
+            self.next_at = Some(self.next_at.map_or(now, |t| t.min(now)));
         }
     }
 
-    /// Settled: every read in flight is forgotten.
-    pub(super) fn clear(&mut self) {
-        self.in_flight.iter_mut().for_each(|c| *c = None);
-        self.list_in_flight = None;
-        self.outstanding = 0;
-        self.next_tick_at = None;
+    /// The read answered: the next one is a tick later, or at once if one was asked for.
+    fn answered(&mut self, tick: Duration, now: Timestamp) {
+        self.in_flight = None;
+        let at = if std::mem::take(&mut self.again) {
+            now
+        } else {
+            now + tick
+        };
+        self.next_at = Some(at);
     }
 
-    fn due(&self) -> Option<Wake> {
-        let at = self.next_tick_at?;
-        Some(match self.backoff_until {
+    /// When this slot reads next, given the back-off, unless a read is in flight.
+    fn due(&self, backoff_until: Option<Timestamp>) -> Option<Wake> {
+        if self.in_flight.is_some() {
+            return None;
+        }
+        let at = self.next_at?;
+        Some(match backoff_until {
             Some(until) if until > at => Wake {
                 at: until,
                 reason: WakeReason::Backoff,
@@ -79,81 +71,165 @@ impl Watcher {
             },
         })
     }
+}
 
-    /// The next tick, unless reads are out or nothing is left to read.
-    pub(super) fn next_wake(&self, op: &Operation) -> Option<Wake> {
-        if self.outstanding > 0 || !op.rows().iter().any(|r| r.state.is_live()) {
-            return None;
+/// The watcher's bookkeeping.
+#[derive(Debug, Default)]
+pub(super) struct Watcher {
+    /// Per row: its account reads.
+    rows: Vec<Slot>,
+    /// The list fallback, for the live rows without a connection id.
+    list: Slot,
+    /// After a 429: no read of any row before this.
+    backoff_until: Option<Timestamp>,
+}
+
+impl Watcher {
+    pub(super) fn new(rows: usize) -> Self {
+        Watcher {
+            rows: vec![Slot::default(); rows],
+            ..Watcher::default()
         }
-        self.due()
+    }
+
+    /// The first read of every row happens at once after the card.
+    pub(super) fn start(&mut self, now: Timestamp) {
+        for slot in self.rows.iter_mut().chain(std::iter::once(&mut self.list)) {
+            slot.next_at = Some(now);
+        }
+    }
+
+    /// An effective change: every row's next read happens at once, not a tick later (a row
+    /// whose read is out reads again when it answers).
+    pub(super) fn wake(&mut self, now: Timestamp) {
+        for slot in self.rows.iter_mut().chain(std::iter::once(&mut self.list)) {
+            slot.hurry(now);
+        }
+    }
+
+    /// Settled: every read in flight is forgotten and nothing is due.
+    pub(super) fn clear(&mut self) {
+        for slot in self.rows.iter_mut().chain(std::iter::once(&mut self.list)) {
+            *slot = Slot::default();
+        }
+    }
+
+    /// The earliest read due among the live rows (the list fallback counts when a live row
+    /// has no connection id), with its reason.
+    pub(super) fn next_wake(&self, op: &crate::operation::Operation) -> Option<Wake> {
+        let mut earliest: Option<Wake> = None;
+        let mut need_list = false;
+        for (row, slot) in op.rows().iter().zip(&self.rows) {
+            if !row.state.is_live() {
+                continue;
+            }
+            if row.connection_id.is_none() {
+                need_list = true;
+                continue;
+            }
+            earliest = earlier(earliest, slot.due(self.backoff_until));
+        }
+        if need_list {
+            earliest = earlier(earliest, self.list.due(self.backoff_until));
+        }
+        earliest
+    }
+}
+
+/// The earlier of two wakes; on a tie, the first.
+fn earlier(a: Option<Wake>, b: Option<Wake>) -> Option<Wake> {
+    match (a, b) {
+        (Some(a), Some(b)) if b.at < a.at => Some(b),
+        (Some(a), _) => Some(a),
+        (None, b) => b,
     }
 }
 
 impl Flow {
-    /// Runs a tick if one is due.
+    /// Starts every read that is due: each live row with a connection id and no read out
+    /// whose own tick has come, in row order, then one list read for the live rows without
+    /// one. Nothing is read during a back-off.
     pub(super) fn maybe_tick(&mut self, now: Timestamp) {
-        if let Some(wake) = self.watch.next_wake(self.op()) {
-            if now >= wake.at {
-                self.run_tick(now);
-            }
+        if self.stage != Stage::Watching {
+            return;
         }
-    }
-
-    /// One tick: for each live row in order, its own account (if it has an id and no read
-    /// out); one list read for the live rows without an id.
-    fn run_tick(&mut self, now: Timestamp) {
+        let backoff = self.watch.backoff_until;
+        let is_due = |slot: &Slot| slot.due(backoff).is_some_and(|w| w.at <= now);
         let timeout = read_timeout(self.op().deadline_at(), now);
-        self.watch.next_tick_at = None;
         let mut need_list = false;
         for index in 0..self.op().rows().len() {
             let row = &self.op().rows()[index];
             if !row.state.is_live() {
                 continue;
             }
-            match &row.connection_id {
-                Some(id) if self.watch.in_flight[index].is_none() => {
-                    let call = GatewayCall::Account {
-                        connection_id: id.clone(),
-                        timeout,
-                    };
-                    let id = self.call(Purpose::Read(index), call);
-                    self.watch.in_flight[index] = Some(id);
-                    self.watch.outstanding += 1;
-                }
-                Some(_) => {}
-                None => need_list = true,
+            let Some(id) = row.connection_id.clone() else {
+                need_list = true;
+                continue;
+            };
+            if !is_due(&self.watch.rows[index]) {
+                continue;
             }
+            let call = GatewayCall::Account {
+                connection_id: id,
+                timeout,
+            };
+            let call = self.call(Purpose::Read(index), call);
+            let slot = &mut self.watch.rows[index];
+            slot.in_flight = Some(call);
+            slot.next_at = None;
         }
-        if need_list && self.watch.list_in_flight.is_none() {
-            let id = self.call(
+        if need_list && is_due(&self.watch.list) {
+            let call = self.call(
                 Purpose::WatchList,
                 GatewayCall::List {
                     timeout: Some(timeout),
                 },
             );
-            self.watch.list_in_flight = Some(id);
-            self.watch.outstanding += 1;
-        }
-        if self.watch.outstanding == 0 {
-            self.complete_tick(now);
+            self.watch.list.in_flight = Some(call);
+            self.watch.list.next_at = None;
         }
     }
 
-    /// The last read of a tick answered: plan the next one.
-    fn complete_tick(&mut self, now: Timestamp) {
-        let at = if std::mem::take(&mut self.watch.changed) {
-            now
-        } else {
-            now + self.tick
+    /// [`Input::ReturnHint`](super::Input::ReturnHint): the browser came back from the
+    /// vendor, so the answer is likely there now. The named live row (every live row when
+    /// none is named) is read at once, or once more right after the read it has out; the
+    /// back-off still holds it. Ignored once settled or closed, and before the watcher
+    /// starts (its first read is at once anyway). Never moves the deadline.
+    ///
+    /// Returns whether a live row was there to read; an unknown name is the caller's error.
+    pub fn handle_return_hint(
+        &mut self,
+        target: Option<&str>,
+        now: Timestamp,
+    ) -> Result<bool, CallerError> {
+        let op = self.op.as_ref().ok_or(CallerError::NoOperation)?;
+        let named = match target {
+            Some(name) => {
+                Some(
+                    op.index_of(name)
+                        .ok_or_else(|| TransitionError::UnknownTarget {
+                            name: name.to_owned(),
+                        })?,
+                )
+            }
+            None => None,
         };
-        self.watch.next_tick_at = Some(at);
-    }
-
-    fn read_answered(&mut self, now: Timestamp) {
-        self.watch.outstanding = self.watch.outstanding.saturating_sub(1);
-        if self.stage == Stage::Watching && self.watch.outstanding == 0 {
-            self.complete_tick(now);
+        if op.is_settled() || self.stage != Stage::Watching {
+            return Ok(false);
         }
+        let mut read = false;
+        for (index, row) in op.rows().iter().enumerate() {
+            if !row.state.is_live() || named.is_some_and(|n| n != index) {
+                continue;
+            }
+            read = true;
+            match row.connection_id {
+                Some(_) => self.watch.rows[index].hurry(now),
+                None => self.watch.list.hurry(now),
+            }
+        }
+        self.maybe_tick(now);
+        Ok(read)
     }
 
     fn back_off(&mut self, retry_after: Duration, now: Timestamp) {
@@ -201,7 +277,8 @@ impl Flow {
         result: Result<GatewayReply, GatewayError>,
         now: Timestamp,
     ) {
-        self.watch.in_flight[index] = None;
+        // Planned before the answer moves anything: a move then asks for the re-read at once.
+        self.watch.rows[index].answered(self.tick, now);
         let live = self.op().rows()[index].state.is_live();
         match result {
             Ok(GatewayReply::Account(Some(account))) if live => {
@@ -221,7 +298,6 @@ impl Flow {
             Err(GatewayError::RateLimited { retry_after }) => self.back_off(retry_after, now),
             _ => {}
         }
-        self.read_answered(now);
     }
 
     /// The list fallback answered: `connected: true` connects a live row without an id. No
@@ -231,7 +307,7 @@ impl Flow {
         result: Result<GatewayReply, GatewayError>,
         now: Timestamp,
     ) {
-        self.watch.list_in_flight = None;
+        self.watch.list.answered(self.tick, now);
         match result {
             Ok(GatewayReply::Connectors(list)) => {
                 for index in 0..self.op().rows().len() {
@@ -263,6 +339,121 @@ impl Flow {
             Err(GatewayError::RateLimited { retry_after }) => self.back_off(retry_after, now),
             _ => {}
         }
-        self.read_answered(now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::flow::{Effect, Flow, FlowConfig, Input, WakeReason};
+    use crate::registry::RegistryKey;
+    use crate::time::Timestamp;
+    use crate::tool_gateway::{
+        Account, AccountStatus, CallId, GatewayCall, GatewayError, GatewayReply, MintRow,
+        MintStatus,
+    };
+    use serde_json::json;
+    use std::time::Duration;
+
+    const T0: Timestamp = Timestamp::from_secs(1_800_000_000);
+
+    fn at(ms: u64) -> Timestamp {
+        T0 + Duration::from_millis(ms)
+    }
+
+    /// A flow watching gmail and notion; returns their first reads' call ids.
+    fn watching(deadline: Duration) -> (Flow, CallId, CallId) {
+        let mut config = FlowConfig::new(RegistryKey::new("/h", "s"));
+        config.deadline = deadline;
+        let args = json!({"action": "connect", "connectors": ["gmail", "notion"]});
+        let mut flow = Flow::start(&args, config, [1, 2, 3, 4, 5, 6], T0);
+        let mut reads = Vec::new();
+        while let Some(effect) = flow.poll_effect() {
+            match effect {
+                Effect::Register { .. } => {
+                    flow.handle_input(Input::Registered(Ok(())), T0).unwrap();
+                }
+                Effect::Call {
+                    id,
+                    call: GatewayCall::Mint(mint),
+                } => {
+                    let rows = mint
+                        .connectors
+                        .iter()
+                        .map(|name| MintRow {
+                            connector: name.clone(),
+                            status: MintStatus::Initiated,
+                            connect_url: Some(format!("https://c/{name}").into()),
+                            connection_id: Some(format!("ca_{name}").into()),
+                            status_reason: None,
+                        })
+                        .collect();
+                    flow.handle_gateway(id, Ok(GatewayReply::Minted(rows)), T0)
+                        .unwrap();
+                }
+                Effect::Call { id, .. } => reads.push(id),
+                _ => {}
+            }
+        }
+        assert_eq!(reads.len(), 2, "both rows read at once after the card");
+        (flow, reads[0], reads[1])
+    }
+
+    fn pending(id: &str) -> Result<GatewayReply, GatewayError> {
+        Ok(GatewayReply::Account(Some(Account {
+            connection_id: id.into(),
+            connector: id.trim_start_matches("ca_").into(),
+            status: AccountStatus::Pending,
+            status_reason: None,
+        })))
+    }
+
+    fn calls(flow: &mut Flow) -> usize {
+        std::iter::from_fn(|| flow.poll_effect())
+            .filter(|e| matches!(e, Effect::Call { .. }))
+            .count()
+    }
+
+    #[test]
+    fn each_row_ticks_on_its_own_and_poll_timeout_names_the_earliest_wake() {
+        let (mut flow, gmail, notion) = watching(Duration::from_secs(300));
+        // gmail answers at 0.3 s: its next read is a tick later, whatever notion's read does.
+        flow.handle_gateway(gmail, pending("ca_gmail"), at(300))
+            .unwrap();
+        let wake = flow.poll_timeout().unwrap();
+        assert_eq!((wake.at, wake.reason), (at(1_300), WakeReason::Tick));
+        // At 1.3 s gmail is read again; notion's read is still out and is not read twice.
+        flow.handle_timeout(at(1_300));
+        assert_eq!(calls(&mut flow), 1);
+        // notion is rate limited at 1.5 s: every row backs off to 6.5 s.
+        let limited = Err(GatewayError::RateLimited {
+            retry_after: Duration::from_secs(5),
+        });
+        flow.handle_gateway(notion, limited, at(1_500)).unwrap();
+        let wake = flow.poll_timeout().unwrap();
+        assert_eq!((wake.at, wake.reason), (at(6_500), WakeReason::Backoff));
+        // A hint during the back-off reads nothing yet.
+        assert_eq!(flow.handle_return_hint(Some("notion"), at(2_000)), Ok(true));
+        assert_eq!(calls(&mut flow), 0);
+        flow.handle_timeout(at(6_500));
+        assert_eq!(
+            calls(&mut flow),
+            1,
+            "notion; gmail's second read is still out"
+        );
+    }
+
+    #[test]
+    fn the_deadline_is_the_wake_when_it_comes_first() {
+        let (mut flow, gmail, notion) = watching(Duration::from_millis(800));
+        flow.handle_gateway(gmail, pending("ca_gmail"), at(100))
+            .unwrap();
+        flow.handle_gateway(notion, pending("ca_notion"), at(100))
+            .unwrap();
+        let wake = flow.poll_timeout().unwrap();
+        assert_eq!((wake.at, wake.reason), (at(800), WakeReason::Deadline));
+        assert_eq!(flow.handle_return_hint(None, at(200)), Ok(true));
+        assert_eq!(calls(&mut flow), 2, "a hint reads every live row at once");
+        let wake = flow.poll_timeout().unwrap();
+        assert_eq!(wake.at, at(800), "and never moves the deadline");
     }
 }

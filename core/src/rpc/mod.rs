@@ -39,6 +39,8 @@ pub enum Method {
     OperationStatus,
     /// `connection.respond`
     ConnectionRespond,
+    /// `connection.returned`: the browser came back (a return hint, SPEC §12.1).
+    ConnectionReturned,
 }
 
 impl Method {
@@ -52,6 +54,7 @@ impl Method {
             "connectors.list" => Method::ConnectorsList,
             "connectors.operation.status" => Method::OperationStatus,
             "connection.respond" => Method::ConnectionRespond,
+            "connection.returned" => Method::ConnectionReturned,
             _ => return None,
         })
     }
@@ -66,6 +69,7 @@ impl Method {
             Method::ConnectorsList => "connectors.list",
             Method::OperationStatus => "connectors.operation.status",
             Method::ConnectionRespond => "connection.respond",
+            Method::ConnectionReturned => "connection.returned",
         }
     }
 }
@@ -331,6 +335,30 @@ pub fn answer_refused(error: &CallerError) -> RpcError {
         CallerError::InvalidAnswer { .. } => RpcError::invalid_answer(),
         other => RpcError::invalid_params(other.to_string()),
     }
+}
+
+/// The reply to `connection.returned`: `{"status": "ok", "read": <bool>}`, `read` false
+/// when nothing was live to read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HintReply {
+    /// Whether a live row was there to read.
+    pub read: bool,
+}
+
+impl Serialize for HintReply {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(2))?;
+        map.serialize_entry("status", "ok")?;
+        map.serialize_entry("read", &self.read)?;
+        map.end()
+    }
+}
+
+/// The error a refused return hint earns: an unknown target is `4000`
+/// `unknown target '<name>'`.
+pub fn hint_refused(error: &CallerError) -> RpcError {
+    RpcError::invalid_params(error.to_string())
 }
 
 /// An optional string parameter; a non-string is `4000`.

@@ -106,6 +106,7 @@ enum SessionMethod {
     List,
     Status,
     Respond,
+    Returned,
 }
 
 impl SessionMethod {
@@ -118,6 +119,7 @@ impl SessionMethod {
             Method::ConnectorsList => SessionMethod::List,
             Method::OperationStatus => SessionMethod::Status,
             Method::ConnectionRespond => SessionMethod::Respond,
+            Method::ConnectionReturned => SessionMethod::Returned,
         })
     }
 }
@@ -149,6 +151,9 @@ pub enum Call<O> {
     Status(O),
     /// `connection.respond`: feed the card answer to the operation.
     Respond(O, CardAnswer),
+    /// `connection.returned`: feed a return hint, naming this target if any, to the
+    /// operation.
+    Returned(O, Option<Text>),
 }
 
 impl<A> SessionRequest<A> {
@@ -174,6 +179,10 @@ impl<A> SessionRequest<A> {
             SessionMethod::Respond => {
                 let op = self.operation(find)?;
                 Call::Respond(op, card_answer(params)?)
+            }
+            SessionMethod::Returned => {
+                let op = self.operation(find)?;
+                Call::Returned(op, optional_str(params, "target")?.map(Text::from))
             }
         };
         Ok((self.session, call))
@@ -516,6 +525,7 @@ mod tests {
             "connectors.list",
             "connectors.operation.status",
             "connection.respond",
+            "connection.returned",
         ] {
             let no_id = call(&mut table, mine, method, json!({"op_id": OP}), &[]);
             assert_eq!(
@@ -553,7 +563,11 @@ mod tests {
         )
         .unwrap();
         let open = [("key1", OP)];
-        for method in ["connectors.operation.status", "connection.respond"] {
+        for method in [
+            "connectors.operation.status",
+            "connection.respond",
+            "connection.returned",
+        ] {
             let malformed = json!({"result": "not an object"});
             let mut params = malformed.clone();
             params["session_id"] = json!("s1");
@@ -605,6 +619,38 @@ mod tests {
             }
             other => panic!("not a respond call: {other:?}"),
         }
+        let returned = |target: Value| json!({"session_id": "s1", "op_id": OP, "target": target});
+        let bad = call(
+            &mut table,
+            t,
+            "connection.returned",
+            returned(json!(7)),
+            &open,
+        );
+        assert_eq!(code(bad), (4000, "target must be a string".into()));
+        match call(
+            &mut table,
+            t,
+            "connection.returned",
+            returned(json!("gmail")),
+            &open,
+        ) {
+            Ok(Call::Returned(op, Some(target))) => {
+                assert_eq!(Some(op), OpId::parse(OP));
+                assert_eq!(&*target, "gmail");
+            }
+            other => panic!("not a returned call naming gmail: {other:?}"),
+        }
+        assert!(matches!(
+            call(
+                &mut table,
+                t,
+                "connection.returned",
+                returned(Value::Null),
+                &open
+            ),
+            Ok(Call::Returned(_, None))
+        ));
         let status = json!({"session_id": "s1", "op_id": OP});
         assert!(matches!(
             call(&mut table, t, "connectors.operation.status", status, &open),

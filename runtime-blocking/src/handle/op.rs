@@ -340,6 +340,23 @@ impl OpHandle {
         self.apply(|flow, now| flow.handle_refresh(name, connect_url, detail, actor, now))
     }
 
+    /// The browser came back from the vendor (SPEC §12.1): reads the named live row (every
+    /// live row when `None`) at once, or right after the read it has out. Returns whether a
+    /// live row was there to read; an unknown name is refused. The driver wakes for the
+    /// reads this starts, like for any other input.
+    pub fn return_hint(&self, target: Option<&str>) -> Result<bool, CallerError> {
+        self.apply(|flow, now| flow.handle_return_hint(target, now))
+    }
+
+    /// The target whose row holds `connection_id`, if any: a loopback return names the
+    /// account; [`return_hint`](Self::return_hint) then names this target, or none (every
+    /// live row) when no row holds it.
+    pub fn target_of_connection(&self, connection_id: &str) -> Option<Text> {
+        let state = self.lock();
+        let op = state.flow.operation()?;
+        op.target_with_connection(connection_id).cloned()
+    }
+
     /// A gateway answer, from whatever ran the call.
     pub fn deliver(&self, id: CallId, result: Result<GatewayReply, GatewayError>) {
         let fed = self.apply(|flow, now| flow.handle_gateway(id, result, now));

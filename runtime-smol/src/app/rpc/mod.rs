@@ -205,6 +205,12 @@ impl RpcServer {
                 let reply = op.respond(&answer).map_err(|e| rpc::answer_refused(&e))?;
                 serde_json::to_value(reply).unwrap_or(Value::Null)
             }
+            Call::Returned(op, target) => {
+                let read = op
+                    .return_hint(target.as_deref())
+                    .map_err(|e| rpc::hint_refused(&e))?;
+                serde_json::to_value(rpc::HintReply { read }).unwrap_or(Value::Null)
+            }
         };
         Ok(Decided::Answer(answer))
     }

@@ -7,6 +7,7 @@
 pub mod card;
 mod keys;
 pub mod outcome;
+pub mod returns;
 mod screen;
 
 use super::{choose_for_person, print_stdout, profile, watch_signals};
@@ -80,6 +81,10 @@ pub fn run_connect(options: ConnectOptions) -> Result<u8, AppError> {
     ctx.deadline = options.deadline;
     ctx.local_catalog = options.catalog.clone();
     ctx.interrupt = Some(interrupt.clone());
+    // The browser's way back (SPEC §12.1): each return reads the rows at once.
+    let returns =
+        returns::start_if_wanted(tool_gateway.embedded.is_some(), &registry, &session_key);
+    ctx.return_to = returns.as_ref().map(|r| Text::from(r.url()));
 
     let restore = RestoreOnDrop(screen.clone());
     let raw = keys::read_keys(screen.clone(), registry, &session_key, &interrupt, &cause)?;
@@ -101,6 +106,7 @@ pub fn run_connect(options: ConnectOptions) -> Result<u8, AppError> {
     }
     // The embedded tool gateway stops only now: links stayed valid until the end.
     drop(tool_gateway.embedded);
+    drop(returns);
     if failed {
         return Err(match recording.first_failure() {
             Some((route, error)) => gateway_failure(&tool_gateway.url, route, error).into(),

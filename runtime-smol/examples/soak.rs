@@ -142,7 +142,10 @@ struct Gateway {
 fn heap_profile() -> Vec<(&'static str, String)> {
     match std::env::var("CONNOP_SOAK_HEAPTRACK") {
         Ok(file) => vec![
-            ("LD_PRELOAD", "/usr/lib/heaptrack/libheaptrack_preload.so".to_owned()),
+            (
+                "LD_PRELOAD",
+                "/usr/lib/heaptrack/libheaptrack_preload.so".to_owned(),
+            ),
             ("DUMP_HEAPTRACK_OUTPUT", file),
         ],
         Err(_) => Vec::new(),

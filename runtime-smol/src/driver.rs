@@ -19,8 +19,9 @@ pub async fn run_to_end(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>) -> T
     let mut in_flight: Vec<(CallId, GatewayFuture)> = Vec::new();
     let mut answers: Vec<Answer> = Vec::new();
     let mut calls: Vec<DriverCall> = Vec::new();
-    // The wake-up filed with the timers, if any.
+    // The wake-up filed with the timers, if any; the alarm is emptied when this ends.
     let mut armed: Option<Instant> = None;
+    let alarm = crate::timers::AlarmGuard::new();
     poll_fn(|cx| {
         loop {
             in_flight.retain_mut(|(id, call)| match Pin::new(call).poll(cx) {
@@ -45,7 +46,7 @@ pub async fn run_to_end(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>) -> T
                             continue;
                         }
                         if armed != Some(at) {
-                            crate::timers::wake_at(at, cx.waker());
+                            alarm.wake_at(at, cx.waker());
                             armed = Some(at);
                         }
                     }

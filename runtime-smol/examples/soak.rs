@@ -714,10 +714,13 @@ fn main() {
     {
         println!("  {e}");
     }
+    // Flat: after the first two minutes, RSS stays within 10% (judged from five minutes on).
+    let mut flat = true;
     if let (Some(first), Some(last)) = (samples.get(2), samples.last()) {
         let steady: Vec<&Sample> = samples.iter().skip(2).collect();
         let max = steady.iter().map(|s| s.rss_kib).max().unwrap_or(0);
         let min = steady.iter().map(|s| s.rss_kib).min().unwrap_or(0);
+        flat = samples.len() < 5 || max as f64 <= min as f64 * 1.10;
         println!(
             "RSS from minute {} to {}: {} .. {} KiB ({:+.1}% spread); fds {} .. {}",
             first.minute,
@@ -731,6 +734,7 @@ fn main() {
     }
     let _ = text;
     let ok = settled_all
+        && flat
         && not_terminal.is_empty()
         && agents_left.is_empty()
         && exit.success()

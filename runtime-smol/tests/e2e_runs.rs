@@ -367,10 +367,13 @@ on_both_stores! {
 fn a_second_gateway_on_one_sqlite_store_is_refused_with_a_clear_error() {
     let place = Place::new(StoreKind::Sqlite);
     let first = Api::start(&place, &[]);
-    let (child, _, stderr) = Api::spawn(&mut connop(), &place, "a", &[]);
+    let mut command = connop();
+    let (child, _, log) = spawn_logging(Api::command(&mut command, &place, "a", &[]));
+    // The line is waited for: the exit can come before stderr's reader has read it.
+    log.wait_for("already serves", |line| line.contains("already serves"));
     let status = wait_bounded(child);
     assert_eq!(status.code(), Some(1));
-    let said = stderr.lock().unwrap().join("\n");
+    let said = log.lines().join("\n");
     assert!(said.contains("already serves"), "{said}");
     assert!(said.contains(&format!("(pid {})", first.pid())), "{said}");
     assert!(

@@ -137,11 +137,14 @@ fn invoke<'py>(
 /// An exception from the gateway object: the call failed in transport. A Ctrl-C that landed
 /// in the object's code is raised again for the waiting thread to see.
 fn failed(py: Python<'_>, error: PyErr) -> GatewayError {
+    let failure = GatewayError::Transport(format!("the gateway object raised {error}"));
     if error.is_instance_of::<PyKeyboardInterrupt>(py) {
+        // Last, after every other Python call here: a pending signal makes the next call
+        // that runs Python code raise it, and a raise inside formatting would be lost.
         // SAFETY: called with the GIL held; it only flags the pending signal.
         unsafe { pyo3::ffi::PyErr_SetInterrupt() };
     }
-    GatewayError::Transport(format!("the gateway object raised {error}"))
+    failure
 }
 
 /// The original client's snake_case keys, as the core's parsers read them (camelCase keys

@@ -5,7 +5,12 @@ use pyo3::PyErr;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
 
-create_exception!(connop, ConnopError, PyException, "Every error connop raises.");
+create_exception!(
+    connop,
+    ConnopError,
+    PyException,
+    "Every error connop raises."
+);
 create_exception!(
     connop,
     IllegalTransition,

@@ -32,8 +32,8 @@ impl PyHttpGateway {
     #[pyo3(signature = (url, token=None))]
     fn new(url: &str, token: Option<String>) -> PyResult<Self> {
         let config = ClientConfig::new(url, token.map(Into::into));
-        let inner = HttpToolGateway::new(config)
-            .map_err(|e| GatewayClientError::new_err(e.to_string()))?;
+        let inner =
+            HttpToolGateway::new(config).map_err(|e| GatewayClientError::new_err(e.to_string()))?;
         Ok(PyHttpGateway {
             inner: Arc::new(inner),
         })
@@ -57,7 +57,10 @@ impl PyHttpGateway {
     }
 
     fn __repr__(&self) -> String {
-        format!("HttpGateway({:?})", self.inner.config().base_url.as_ref() as &str)
+        format!(
+            "HttpGateway({:?})",
+            self.inner.config().base_url.as_ref() as &str
+        )
     }
 }
 
@@ -90,7 +93,11 @@ impl BlockingToolGateway for PyGateway {
                     let names: Vec<&str> = mint.connectors.iter().map(|n| &**n).collect();
                     set(&kwargs, "reinitiate", mint.reinitiate)?;
                     set(&kwargs, "return_to", mint.return_to.as_deref())?;
-                    set(&kwargs, "op", mint.op.as_ref().map(|op| op.as_str().to_owned()))?;
+                    set(
+                        &kwargs,
+                        "op",
+                        mint.op.as_ref().map(|op| op.as_str().to_owned()),
+                    )?;
                     let names = PyList::new(py, names).map_err(|e| failed(py, e))?;
                     invoke(obj, "connections", (names,), &kwargs)?
                 }
@@ -102,9 +109,8 @@ impl BlockingToolGateway for PyGateway {
                     invoke(obj, "account_status", (&**connection_id,), &kwargs)?
                 }
             };
-            let answer = from_py(&answer).map_err(|e| {
-                GatewayError::invalid(format!("the answer is not JSON data: {e}"))
-            })?;
+            let answer = from_py(&answer)
+                .map_err(|e| GatewayError::invalid(format!("the answer is not JSON data: {e}")))?;
             match call {
                 GatewayCall::List { .. } => list_rows(answer).map(GatewayReply::Connectors),
                 GatewayCall::Mint(_) => mint_rows(answer).map(GatewayReply::Minted),
@@ -174,9 +180,17 @@ fn list_rows(answer: Value) -> Result<Vec<ConnectorRow>, GatewayError> {
         Value::Array(items) => items,
         Value::Object(mut map) => match map.remove("items") {
             Some(Value::Array(items)) => items,
-            _ => return Err(GatewayError::invalid("list_connectors answered no list of rows")),
+            _ => {
+                return Err(GatewayError::invalid(
+                    "list_connectors answered no list of rows",
+                ));
+            }
         },
-        _ => return Err(GatewayError::invalid("list_connectors answered no list of rows")),
+        _ => {
+            return Err(GatewayError::invalid(
+                "list_connectors answered no list of rows",
+            ));
+        }
     };
     items
         .into_iter()
@@ -194,11 +208,22 @@ fn mint_rows(answer: Value) -> Result<Vec<MintRow>, GatewayError> {
         Value::Array(results) => results,
         Value::Object(mut map) => match map.remove("results") {
             Some(Value::Array(results)) => results,
-            _ => return Err(GatewayError::invalid("connections answered no 'results' list")),
+            _ => {
+                return Err(GatewayError::invalid(
+                    "connections answered no 'results' list",
+                ));
+            }
         },
-        _ => return Err(GatewayError::invalid("connections answered no 'results' list")),
+        _ => {
+            return Err(GatewayError::invalid(
+                "connections answered no 'results' list",
+            ));
+        }
     };
-    results.iter().map(|row| MintRow::from_json(&camel(row))).collect()
+    results
+        .iter()
+        .map(|row| MintRow::from_json(&camel(row)))
+        .collect()
 }
 
 /// `account_status` answers the account, or `None` when it is unknown yet (a 404).
@@ -206,7 +231,9 @@ fn account(answer: Value) -> Result<Option<Account>, GatewayError> {
     match answer {
         Value::Null => Ok(None),
         Value::Object(_) => Account::from_json(&camel(&answer)).map(Some),
-        _ => Err(GatewayError::invalid("account_status answered neither an account nor None")),
+        _ => Err(GatewayError::invalid(
+            "account_status answered neither an account nor None",
+        )),
     }
 }
 
@@ -277,4 +304,3 @@ pub fn seconds(value: f64, what: &str) -> PyResult<Duration> {
         ))
     })
 }
-

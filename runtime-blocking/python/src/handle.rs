@@ -219,8 +219,12 @@ impl PyOperation {
         };
         let change = py
             .detach(|| {
-                self.inner
-                    .refresh(name, connect_url.map(Into::into), detail.map(Into::into), actor)
+                self.inner.refresh(
+                    name,
+                    connect_url.map(Into::into),
+                    detail.map(Into::into),
+                    actor,
+                )
             })
             .map_err(caller_error)?;
         change_dict(py, &change)
@@ -339,8 +343,11 @@ impl PyInterrupt {
     fn __repr__(&self) -> String {
         format!(
             "Interrupt(triggered={})",
-            if self.inner.is_triggered() { "True" } else { "False" }
+            if self.inner.is_triggered() {
+                "True"
+            } else {
+                "False"
+            }
         )
     }
 }
-

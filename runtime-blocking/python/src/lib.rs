@@ -60,10 +60,19 @@ fn connop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<enums::PyKind>()?;
     m.add_class::<enums::PyTargetAction>()?;
     m.add("ConnopError", py.get_type::<errors::ConnopError>())?;
-    m.add("IllegalTransition", py.get_type::<errors::IllegalTransition>())?;
+    m.add(
+        "IllegalTransition",
+        py.get_type::<errors::IllegalTransition>(),
+    )?;
     m.add("InvalidAnswer", py.get_type::<errors::InvalidAnswer>())?;
     m.add("NoOperation", py.get_type::<errors::NoOperation>())?;
-    m.add("OperationAlreadyOpen", py.get_type::<errors::OperationAlreadyOpen>())?;
-    m.add("GatewayClientError", py.get_type::<errors::GatewayClientError>())?;
+    m.add(
+        "OperationAlreadyOpen",
+        py.get_type::<errors::OperationAlreadyOpen>(),
+    )?;
+    m.add(
+        "GatewayClientError",
+        py.get_type::<errors::GatewayClientError>(),
+    )?;
     Ok(())
 }

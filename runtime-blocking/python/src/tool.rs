@@ -30,14 +30,13 @@ pub static MAIN_THREAD: OnceLock<ThreadId> = OnceLock::new();
 /// unraisable and changes nothing.
 pub fn events(on_card: Option<Py<PyAny>>, on_update: Option<Py<PyAny>>) -> EventSink {
     Arc::new(move |event: &Event| {
-        let (callback, payload) = match event {
-            Event::Request(card) => (&on_card, serde_json::to_value(card)),
-            Event::Update(frame) => (&on_update, serde_json::to_value(frame)),
+        // A payload is built only for a callback that takes it.
+        let (callback, payload) = match (event, &on_card, &on_update) {
+            (Event::Request(card), Some(callback), _) => (callback, serde_json::to_value(card)),
+            (Event::Update(frame), _, Some(callback)) => (callback, serde_json::to_value(frame)),
             _ => return,
         };
-        let (Some(callback), Ok(payload)) = (callback, payload) else {
-            return;
-        };
+        let Ok(payload) = payload else { return };
         Python::attach(|py| {
             let callback = callback.bind(py);
             let outcome = to_py(py, &payload).and_then(|payload| callback.call1((payload,)));

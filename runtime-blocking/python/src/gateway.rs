@@ -31,7 +31,7 @@ impl PyHttpGateway {
     #[new]
     #[pyo3(signature = (url, token=None))]
     fn new(url: &str, token: Option<String>) -> PyResult<Self> {
-        let config = ClientConfig::new(url, token.map(Into::into));
+        let config = ClientConfig::new(url, token);
         let inner =
             HttpToolGateway::new(config).map_err(|e| GatewayClientError::new_err(e.to_string()))?;
         Ok(PyHttpGateway {

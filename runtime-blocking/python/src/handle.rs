@@ -104,7 +104,7 @@ impl PyRegistry {
     }
 
     fn __repr__(&self) -> String {
-        format!("Registry(profile={:?})", &*self.inner.profile())
+        format!("Registry(profile={:?})", self.inner.profile())
     }
 }
 
@@ -179,6 +179,7 @@ impl PyOperation {
     /// connection id. Returns the change record, or `None` for a move to the state it is
     /// already in. Raises `IllegalTransition` for a move the table does not allow.
     #[pyo3(signature = (name, to, actor, *, detail=None, connect_url=None, connection_id=None))]
+    #[allow(clippy::too_many_arguments)] // Python's keyword arguments
     fn transition(
         &self,
         py: Python<'_>,

@@ -15,9 +15,10 @@ def catalog_names() -> Set[str]:
 
 
 def hosted_names(client: Any = None) -> Optional[Iterable[str]]:
-    """Names the hosted gateway offers, asked only when the misroute check has candidates:
-    the client's connector list, or ``None`` when it cannot be read (then nothing is
-    misrouted)."""
+    """Names the hosted gateway offers, asked only when the misroute check has candidates;
+    ``None`` when they cannot be known (then nothing is misrouted). Left in place, connop
+    reads the gateway's connector list itself instead of calling this; a host (or a test)
+    that replaces it answers the check."""
     if client is None:
         return None
     try:

@@ -13,6 +13,10 @@ from . import live, managed
 from . import operation as _operation
 from .gateway import client as _client
 
+# The layer's own ``hosted_names``: when a host leaves it in place, connop reads the
+# gateway's connector list itself (any gateway, the HTTP client included).
+_DEFAULT_HOSTED_NAMES = managed.hosted_names
+
 
 def manage_connections(
     args: Any,
@@ -26,6 +30,7 @@ def manage_connections(
     the tick, the deadline, the local catalog and the hosted names."""
     gateway = (client_factory or _client.default_client)()
     hosted = managed.hosted_names
+    hosted_names = None if hosted is _DEFAULT_HOSTED_NAMES else (lambda: hosted(gateway))
     tid = threading.get_ident()
     token = _interrupt.token_for(tid)
     try:
@@ -38,7 +43,7 @@ def manage_connections(
             tick=float(managed.WATCH_TICK_SECONDS),
             deadline=float(_operation.OPERATION_DEADLINE_SECONDS),
             local_catalog=sorted(managed.catalog_names() or ()),
-            hosted_names=lambda: hosted(gateway),
+            hosted_names=hosted_names,
             desktop_return_to=_client.desktop_return_to(),
             interrupt=token,
             registry=live.registry(),

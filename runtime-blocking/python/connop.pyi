@@ -133,8 +133,8 @@ class Registry:
              targets: Iterable[Union[str, Tuple[str, str, str]]], *,
              deadline: float = 300.0, on_update: Optional[Callable[[dict], Any]] = None,
              interrupt: Optional["Interrupt"] = None) -> Operation:
-        """Registers an operation the host moves itself (no gateway call, no watcher).
-        Raises ``OperationAlreadyOpen``."""
+        """Registers an operation the host moves itself: no gateway call, no watcher, and no
+        timer (its deadline is recorded, not enforced). Raises ``OperationAlreadyOpen``."""
     def __len__(self) -> int: ...
 
 class Interrupt:

@@ -423,8 +423,9 @@ impl Flow {
     /// Opens an operation the host drives itself (the seeds open one directly, SPEC §11): it
     /// registers like a card-path operation — refused with the tool's error when the session
     /// already has one — and then holds. No mint, no card, no watcher: only the host's inputs
-    /// (transition, refresh, card answers, settle, interrupt) and its deadline move it. It
-    /// settles `all_resolved` once every target resolved, like a watched operation.
+    /// (transition, refresh, card answers, settle, interrupt) move it, and its deadline when
+    /// the host feeds timeouts. It settles `all_resolved` once every target resolved, like a
+    /// watched operation.
     #[must_use = "a flow does nothing until its effects are drained"]
     pub fn open(
         targets: Vec<Target>,

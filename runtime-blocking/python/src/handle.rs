@@ -70,7 +70,8 @@ impl PyRegistry {
     }
 
     /// Opens an operation the host moves itself: registered under `session_key` before this
-    /// returns; no gateway call, no watcher. `targets` are names, or `(name, kind, action)`
+    /// returns; no gateway call, no watcher, no timer (the deadline is recorded, not
+    /// enforced). `targets` are names, or `(name, kind, action)`
     /// tuples. Raises `OperationAlreadyOpen` when the session has one open.
     #[pyo3(signature = (session_key, targets, *, deadline=300.0, on_update=None, interrupt=None))]
     fn open(

@@ -131,7 +131,8 @@ impl<G: ?Sized> ToolContext<G> {
     /// Opens an operation the host moves itself (SPEC §11's seam; the core's
     /// [`Flow::open`]): registered under the session key before this returns, refused when
     /// the session has one open. It makes no gateway call and runs no watcher; the host
-    /// moves it through the handle. Its events go to the context's sink.
+    /// moves it through the handle (its deadline fires only if the host steps it). Its
+    /// events go to the context's sink.
     pub fn open(&self, targets: Vec<Target>) -> Result<OpHandle, AlreadyOpen> {
         let flow = Flow::open(targets, self.flow_config(), entropy(), self.clock.now());
         let env = OpEnv {

@@ -11,7 +11,8 @@ would call it. Not a test: run it with ``scripts/python-bench``; it prints one J
   tick 0; process CPU time per lifecycle, and the fake's own share (its three methods called
   as often, alone).
 - 1,000 parked operations on 1,000 threads (the default 1 s tick, each reading its account
-  once a second): resident memory per operation, and process CPU per parked operation per
+  once a second, each with a fake of its own, as each seed test has; one shared fake would
+  scan every read ever made on each read): resident memory per operation, and process CPU per parked operation per
   second over a quiet window.
 """
 
@@ -171,14 +172,14 @@ def rss_kib():
 
 def parked():
     registry = connop.Registry()
-    gw = seed.GatewayFake()
     shown = threading.Semaphore(0)
     results = []
     before = rss_kib()
 
     def worker(i):
         results.append(connop.manage_connections(
-            {"action": "connect", "connectors": ["gmail"]}, session_key=f"p{i}", gateway=gw,
+            {"action": "connect", "connectors": ["gmail"]}, session_key=f"p{i}",
+            gateway=seed.GatewayFake(),
             surface="desktop", on_card=lambda p: shown.release(), tick=1.0, deadline=600.0,
             registry=registry))
 

@@ -145,8 +145,9 @@ impl Wake for Unpark {
 
 /// The blocking driver's loop: step, start nothing (calls go to the starter), park until the
 /// next wake-up or a change. On the main thread the park is cut every [`SIGNAL_CHECK`] to
-/// run Python's signal handlers; an exception from one (Ctrl-C's `KeyboardInterrupt`)
-/// interrupts the operation and is returned once it finished.
+/// run Python's signal handlers, just before parking again: a wake-up goes straight to the
+/// step that finishes, without taking the GIL. An exception from a handler (Ctrl-C's
+/// `KeyboardInterrupt`) interrupts the operation and is returned once it finished.
 fn drive(op: &OpHandle, main: bool) -> Option<PyErr> {
     let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
     let (mut answers, mut calls) = (Vec::new(), Vec::new());
@@ -157,20 +158,20 @@ fn drive(op: &OpHandle, main: bool) -> Option<PyErr> {
             Next::Start => continue,
             Next::Sleep(until) => until,
         };
+        let left = until.map(|at| at.saturating_duration_since(Instant::now()));
         if !main || signal.is_some() {
-            match until {
-                Some(at) => std::thread::park_timeout(at.saturating_duration_since(Instant::now())),
+            match left {
+                Some(left) => std::thread::park_timeout(left),
                 None => std::thread::park(),
             }
             continue;
         }
-        let slice = until
-            .map(|at| at.saturating_duration_since(Instant::now()))
-            .map_or(SIGNAL_CHECK, |left| left.min(SIGNAL_CHECK));
-        std::thread::park_timeout(slice);
         if let Err(error) = Python::attach(|py| py.check_signals()) {
             signal = Some(error);
+            // Settles now; the next step finishes.
             op.interrupt();
+            continue;
         }
+        std::thread::park_timeout(left.map_or(SIGNAL_CHECK, |left| left.min(SIGNAL_CHECK)));
     }
 }

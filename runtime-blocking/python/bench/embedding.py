@@ -170,6 +170,30 @@ def rss_kib():
     return 0
 
 
+def idle_threads():
+    """The floor of the parked figure: as many Python threads, each blocked in
+    ``Event.wait`` with nothing of connop's."""
+    release = threading.Event()
+    started = threading.Semaphore(0)
+    before = rss_kib()
+
+    def idle():
+        started.release()
+        release.wait()
+
+    threads = [threading.Thread(target=idle, daemon=True) for _ in range(PARKED)]
+    for thread in threads:
+        thread.start()
+    for _ in range(PARKED):
+        started.acquire()
+    time.sleep(1.0)
+    rss = rss_kib()
+    release.set()
+    for thread in threads:
+        thread.join()
+    return {"threads": PARKED, "memory_per_thread_kib": round((rss - before) / PARKED, 1)}
+
+
 def parked():
     registry = connop.Registry()
     shown = threading.Semaphore(0)
@@ -214,6 +238,7 @@ def main():
         "card_answer_to_return": wake_latency("card"),
         "interrupt_to_return": wake_latency("interrupt"),
         "two_target_lifecycle": lifecycle_cpu(),
+        "idle_threads_floor": idle_threads(),
         "parked": parked(),
     }
     print(json.dumps(report, indent=2))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import threading
+import sys
 
 import pytest
 
@@ -89,8 +89,6 @@ def test_an_exception_in_a_callback_is_reported_and_changes_nothing(registry):
     def on_card(payload):
         raise RuntimeError("card renderer broke")
 
-    old = threading.excepthook
-    import sys
     old_hook, sys.unraisablehook = sys.unraisablehook, hook
     try:
         gw = Gateway(scripts={"gmail": ["active"]})
@@ -98,7 +96,6 @@ def test_an_exception_in_a_callback_is_reported_and_changes_nothing(registry):
                   tick=0.01, deadline=10.0, registry=registry)
     finally:
         sys.unraisablehook = old_hook
-        threading.excepthook = old
     assert out["settled_by"] == "all_resolved"
     assert [str(e) for e in seen] == ["card renderer broke"]
 

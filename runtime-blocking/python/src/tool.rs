@@ -52,7 +52,17 @@ pub fn events(on_card: Option<Py<PyAny>>, on_update: Option<Py<PyAny>>) -> Event
     })
 }
 
-/// Runs one `manage_connections` tool call and returns its result as JSON text.
+/// Runs one `manage_connections` tool call on this thread and returns its JSON result.
+///
+/// `args`: `{"action", "connectors", "force"}` (or that as JSON text). `surface`: `desktop`,
+/// `tui`, `cli`, a messaging platform, or empty; with `on_card` and a surface that has a
+/// card, the call blocks until the operation settles (the card path), otherwise it returns
+/// the links at once. `on_card` gets the card request once, `on_update` every update frame.
+/// `gateway`: an `HttpGateway`, or any object with `list_connectors`, `connections` and
+/// `account_status`. `hosted_names` answers the misroute check instead of the connector
+/// list. `calls`: `"inline"` (the default for a Python gateway object) or `"worker"` (the
+/// default for `HttpGateway`). The GIL is released while the call waits; Ctrl-C on the main
+/// thread settles the operation `interrupt` and the call returns that result.
 #[pyfunction]
 #[pyo3(signature = (
     args, *, session_key, gateway, surface="", on_card=None, on_update=None, tick=1.0,

@@ -128,7 +128,9 @@ pub mod wire;
 pub use card::{CardAnswer, CardReply};
 pub use contract::{Actor, Kind, SettleReason, TargetAction, TargetState};
 pub use error::CallerError;
-pub use flow::{Effect, Event, Flow, FlowConfig, Handled, Input, Path, Surface, Wake, WakeReason};
+pub use flow::{
+    CallPurpose, Effect, Event, Flow, FlowConfig, Handled, Input, Path, Surface, Wake, WakeReason,
+};
 pub use operation::{ChangeRecord, OpId, Operation, Patch, Target, Text, TransitionError};
 pub use registry::{Registry, RegistryEntry, RegistryKey};
 pub use time::Timestamp;

@@ -23,6 +23,6 @@ pub use calls::{InlineCalls, WorkerCalls};
 pub use clock::{Clock, SystemClock};
 pub use driver::{manage_connections, run_to_end, run_tool_call};
 pub use handle::{
-    Answer, CallStarter, DriverCall, EventSink, Interrupt, Next, OpHandle, ResultForm,
+    AlreadyOpen, Answer, CallStarter, DriverCall, EventSink, Interrupt, Next, OpHandle, ResultForm,
     SharedRegistry, ToolContext,
 };

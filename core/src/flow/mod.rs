@@ -18,6 +18,8 @@
 //!   └─▶ status: one list read ─────────────────────────────────────────────┘
 //! ```
 
+#[cfg(test)]
+mod host_tests;
 mod input;
 mod prepare;
 mod watch;
@@ -124,8 +126,13 @@ pub struct FlowConfig {
     /// The agent's tool call id, echoed in the card request.
     pub tool_call_id: Option<Text>,
     /// Where the vendor sends the browser back after a decision (the mint's `returnTo`), on
-    /// any surface; `None`: `connop-desktop` on the desktop surface, nothing elsewhere.
+    /// any surface; `None`: [`desktop_return_to`](Self::desktop_return_to) on the desktop
+    /// surface, nothing elsewhere.
     pub return_to: Option<Text>,
+    /// The desktop app's own name, the mint's `returnTo` on the desktop surface when no
+    /// `return_to` is given: a hosted gateway knows its apps by name (SPEC §12.7), so a host
+    /// embedding connop names its own (default `connop-desktop`).
+    pub desktop_return_to: Text,
 }
 
 impl FlowConfig {
@@ -141,6 +148,7 @@ impl FlowConfig {
             local_catalog: Vec::new(),
             tool_call_id: None,
             return_to: None,
+            desktop_return_to: crate::tool_gateway::DESKTOP_RETURN_TO.into(),
         }
     }
 }
@@ -233,8 +241,31 @@ enum Stage {
     Misrouting(Vec<usize>),
     /// The watcher runs.
     Watching,
+    /// An operation the host opened itself ([`Flow::open`]): registered, moved only by its
+    /// host's inputs; no gateway call, no watcher.
+    Held,
     /// Returned; nothing more happens.
     Done,
+}
+
+/// Why the flow asked for a gateway call ([`Flow::call_purpose`]). A host that answers some
+/// reads from its own knowledge (an embedding that knows which connectors its hosted gateway
+/// offers) tells them apart by it; the call itself is the same request.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallPurpose {
+    /// The status action's list read.
+    StatusList,
+    /// Reconnect's repair read (SPEC §5.4).
+    RepairList,
+    /// The one mint.
+    Mint,
+    /// The misroute check's list read: which names the hosted gateway offers (SPEC §5.4).
+    MisrouteList,
+    /// The watcher's list fallback (SPEC §5.5).
+    WatchList,
+    /// An account read.
+    AccountRead,
 }
 
 /// What a pending gateway call was for.
@@ -249,6 +280,17 @@ enum Purpose {
 }
 
 impl Purpose {
+    fn public(self) -> CallPurpose {
+        match self {
+            Purpose::StatusList => CallPurpose::StatusList,
+            Purpose::RepairList => CallPurpose::RepairList,
+            Purpose::Mint => CallPurpose::Mint,
+            Purpose::MisrouteList => CallPurpose::MisrouteList,
+            Purpose::WatchList => CallPurpose::WatchList,
+            Purpose::Read(_) => CallPurpose::AccountRead,
+        }
+    }
+
     fn expects(self) -> &'static str {
         match self {
             Purpose::StatusList
@@ -284,6 +326,9 @@ pub struct Flow {
     local_catalog: Vec<Text>,
     tool_call_id: Option<Text>,
     return_to: Option<Text>,
+    desktop_return_to: Text,
+    /// Opened by the host ([`Flow::open`]): after registering it holds.
+    held: bool,
     stage: Stage,
     op: Option<Operation>,
     registered: bool,
@@ -303,24 +348,8 @@ impl Flow {
     #[must_use = "a flow does nothing until its effects are drained"]
     pub fn start(args: &Value, config: FlowConfig, entropy: [u8; 6], now: Timestamp) -> Flow {
         let path = Path::choose(&config.surface, config.card_callback);
-        let mut flow = Flow {
-            args: None,
-            path,
-            registry_key: config.registry_key,
-            surface: config.surface,
-            tick: config.tick,
-            local_catalog: config.local_catalog,
-            tool_call_id: config.tool_call_id,
-            return_to: config.return_to,
-            stage: Stage::Done,
-            op: None,
-            registered: false,
-            returned: false,
-            next_call: 0,
-            pending: Vec::new(),
-            effects: VecDeque::new(),
-            watch: watch::Watcher::default(),
-        };
+        let deadline = config.deadline;
+        let mut flow = Flow::blank(config, path);
         let args = match tool::parse_args(args) {
             Ok(args) => args,
             Err(err) => {
@@ -348,7 +377,7 @@ impl Flow {
                         action,
                     })
                     .collect();
-                let op = Operation::new(OpId::from_entropy(entropy), targets, now, config.deadline);
+                let op = Operation::new(OpId::from_entropy(entropy), targets, now, deadline);
                 flow.watch = watch::Watcher::new(op.rows().len());
                 let op_id = op.op_id();
                 flow.op = Some(op);
@@ -364,6 +393,58 @@ impl Flow {
                 }
             }
         }
+        flow
+    }
+
+    /// A flow with nothing started yet.
+    fn blank(config: FlowConfig, path: Path) -> Flow {
+        Flow {
+            args: None,
+            path,
+            registry_key: config.registry_key,
+            surface: config.surface,
+            tick: config.tick,
+            local_catalog: config.local_catalog,
+            tool_call_id: config.tool_call_id,
+            return_to: config.return_to,
+            desktop_return_to: config.desktop_return_to,
+            held: false,
+            stage: Stage::Done,
+            op: None,
+            registered: false,
+            returned: false,
+            next_call: 0,
+            pending: Vec::new(),
+            effects: VecDeque::new(),
+            watch: watch::Watcher::default(),
+        }
+    }
+
+    /// Opens an operation the host drives itself (the seeds open one directly, SPEC §11): it
+    /// registers like a card-path operation — refused with the tool's error when the session
+    /// already has one — and then holds. No mint, no card, no watcher: only the host's inputs
+    /// (transition, refresh, card answers, settle, interrupt) move it, and its deadline when
+    /// the host feeds timeouts. It settles `all_resolved` once every target resolved, like a
+    /// watched operation.
+    #[must_use = "a flow does nothing until its effects are drained"]
+    pub fn open(
+        targets: Vec<Target>,
+        config: FlowConfig,
+        entropy: [u8; 6],
+        now: Timestamp,
+    ) -> Flow {
+        let deadline = config.deadline;
+        let mut flow = Flow::blank(config, Path::Card);
+        flow.held = true;
+        let op = Operation::new(OpId::from_entropy(entropy), targets, now, deadline);
+        flow.watch = watch::Watcher::new(op.rows().len());
+        let op_id = op.op_id();
+        flow.op = Some(op);
+        flow.stage = Stage::Registering;
+        flow.push(Effect::Register {
+            key: flow.registry_key.clone(),
+            op_id,
+        });
         flow
     }
 
@@ -431,6 +512,10 @@ impl Flow {
             return;
         }
         match result {
+            Ok(()) if self.held => {
+                self.registered = true;
+                self.stage = Stage::Held;
+            }
             Ok(()) => {
                 self.registered = true;
                 self.begin_prepare(now);
@@ -616,6 +701,15 @@ impl Flow {
         self.pending.iter().any(|(c, _)| *c == id)
     }
 
+    /// Why the flow asked for call `id`, while it waits for the answer.
+    #[must_use]
+    pub fn call_purpose(&self, id: CallId) -> Option<CallPurpose> {
+        self.pending
+            .iter()
+            .find(|(c, _)| *c == id)
+            .map(|(_, purpose)| purpose.public())
+    }
+
     // ----- internals ----------------------------------------------------------------------
 
     fn op(&self) -> &Operation {
@@ -672,9 +766,9 @@ impl Flow {
         }
         if self.stage == Stage::Watching {
             self.watch.wake(now);
-            if self.op().all_resolved() {
-                self.settle(SettleReason::AllResolved, now);
-            }
+        }
+        if matches!(self.stage, Stage::Watching | Stage::Held) && self.op().all_resolved() {
+            self.settle(SettleReason::AllResolved, now);
         }
     }
 

@@ -8,7 +8,7 @@ use crate::payload::{CardRequest, ModelResult, ResultPath};
 use crate::time::Timestamp;
 use crate::tool::{self, ToolResult};
 use crate::tool_gateway::{
-    DESKTOP_RETURN_TO, GatewayCall, GatewayError, GatewayReply, MintRequest, MintRow, MintStatus,
+    GatewayCall, GatewayError, GatewayReply, MintRequest, MintRow, MintStatus,
 };
 
 impl Flow {
@@ -35,7 +35,7 @@ impl Flow {
         let return_to = self
             .return_to
             .clone()
-            .or_else(|| (self.surface == Surface::Desktop).then(|| Text::from(DESKTOP_RETURN_TO)));
+            .or_else(|| (self.surface == Surface::Desktop).then(|| self.desktop_return_to.clone()));
         let request = MintRequest {
             connectors,
             reinitiate,

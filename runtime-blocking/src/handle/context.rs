@@ -5,7 +5,9 @@ use super::op::{CallStarter, EventSink, OpEnv, OpHandle, ResultForm};
 use super::registry::SharedRegistry;
 use crate::clock::{Clock, SystemClock, entropy};
 use connop_core::flow::{DEFAULT_TICK, Flow, FlowConfig, Surface};
-use connop_core::operation::{DEFAULT_DEADLINE, Text};
+use connop_core::operation::{DEFAULT_DEADLINE, OpId, Target, Text};
+use connop_core::tool::ToolResult;
+use connop_core::tool_gateway::DESKTOP_RETURN_TO;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,8 +37,12 @@ pub struct ToolContext<G: ?Sized> {
     /// The agent's tool call id.
     pub tool_call_id: Option<Text>,
     /// Where the vendor sends the browser back (the mint's `returnTo`, SPEC §12.1); `None`:
-    /// `connop-desktop` on the desktop surface, nothing elsewhere.
+    /// [`desktop_return_to`](Self::desktop_return_to) on the desktop surface, nothing
+    /// elsewhere.
     pub return_to: Option<Text>,
+    /// The desktop app's own name, sent as `returnTo` on the desktop surface (default
+    /// `connop-desktop`; an embedding names its own host app, SPEC §12.7).
+    pub desktop_return_to: Text,
     /// The turn's interrupt handle.
     pub interrupt: Option<Interrupt>,
     /// What time it is and how the driver sleeps: the system clock, or a test's virtual one.
@@ -63,6 +69,7 @@ impl<G: ?Sized> ToolContext<G> {
             deadline: DEFAULT_DEADLINE,
             tool_call_id: None,
             return_to: None,
+            desktop_return_to: DESKTOP_RETURN_TO.into(),
             interrupt: None,
             clock: Arc::new(SystemClock::new()),
             calls: None,
@@ -79,6 +86,7 @@ impl<G: ?Sized> ToolContext<G> {
         config.local_catalog = self.local_catalog.clone();
         config.tool_call_id = self.tool_call_id.clone();
         config.return_to = self.return_to.clone();
+        config.desktop_return_to = self.desktop_return_to.clone();
         config
     }
 
@@ -109,6 +117,51 @@ impl<G: ?Sized> ToolContext<G> {
     }
 }
 
+/// Why a host could not open an operation itself: its session already has an open one.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct AlreadyOpen {
+    /// The open operation's id, when it is still open.
+    pub open: Option<OpId>,
+    /// The tool's refusal text (SPEC §4).
+    pub message: String,
+}
+
+impl<G: ?Sized> ToolContext<G> {
+    /// Opens an operation the host moves itself (SPEC §11's seam; the core's
+    /// [`Flow::open`]): registered under the session key before this returns, refused when
+    /// the session has one open. It makes no gateway call and runs no watcher; the host
+    /// moves it through the handle (its deadline fires only if the host steps it). Its
+    /// events go to the context's sink.
+    pub fn open(&self, targets: Vec<Target>) -> Result<OpHandle, AlreadyOpen> {
+        let flow = Flow::open(targets, self.flow_config(), entropy(), self.clock.now());
+        let env = OpEnv {
+            registry: self.registry.cell().clone(),
+            events: self.events.clone(),
+            calls: self.calls.clone(),
+            clock: self.clock.clone(),
+            form: ResultForm::Typed,
+        };
+        let op = OpHandle::new(flow, env);
+        op.run_queued();
+        match op.result() {
+            Some(ToolResult::Error(message)) => Err(AlreadyOpen {
+                open: self
+                    .registry
+                    .current(&self.session_key)
+                    .and_then(|o| o.op_id()),
+                message,
+            }),
+            _ => {
+                if let Some(interrupt) = &self.interrupt {
+                    interrupt.attach(&op);
+                }
+                Ok(op)
+            }
+        }
+    }
+}
+
 impl<G: ?Sized> Clone for ToolContext<G> {
     fn clone(&self) -> Self {
         ToolContext {
@@ -123,9 +176,45 @@ impl<G: ?Sized> Clone for ToolContext<G> {
             deadline: self.deadline,
             tool_call_id: self.tool_call_id.clone(),
             return_to: self.return_to.clone(),
+            desktop_return_to: self.desktop_return_to.clone(),
             interrupt: self.interrupt.clone(),
             clock: self.clock.clone(),
             calls: self.calls.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use connop_core::contract::{Actor, Kind, TargetAction, TargetState};
+    use connop_core::operation::Patch;
+
+    fn target(name: &str) -> Target {
+        Target {
+            name: name.into(),
+            kind: Kind::Connector,
+            action: TargetAction::Connect,
+        }
+    }
+
+    #[test]
+    fn a_host_opened_operation_holds_the_session_until_it_settles() {
+        let registry = SharedRegistry::new("/p");
+        let context: ToolContext<()> = ToolContext::new(registry.clone(), "s1", Arc::new(()));
+        let op = context
+            .open(vec![target("gmail")])
+            .expect("an empty registry");
+        assert_eq!(registry.current("s1").and_then(|o| o.op_id()), op.op_id());
+
+        let refused = context.open(vec![target("notion")]).unwrap_err();
+        assert_eq!(refused.open, op.op_id());
+        assert!(refused.message.contains("already open"), "{refused}");
+
+        op.transition("gmail", TargetState::Skipped, Actor::User, Patch::default())
+            .unwrap();
+        assert!(op.is_settled(), "every target resolved");
+        assert!(registry.current("s1").is_none(), "closed on settle");
+        assert!(context.open(vec![target("notion")]).is_ok());
     }
 }

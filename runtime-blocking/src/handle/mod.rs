@@ -11,7 +11,7 @@ mod interrupt;
 mod op;
 mod registry;
 
-pub use context::ToolContext;
+pub use context::{AlreadyOpen, ToolContext};
 pub use interrupt::Interrupt;
 pub use op::{Answer, CallStarter, DriverCall, EventSink, Next, OpHandle, OpShared, ResultForm};
 pub use registry::SharedRegistry;

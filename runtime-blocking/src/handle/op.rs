@@ -18,7 +18,7 @@ use crate::clock::{Clock, Nap, Napping};
 use connop_core::card::{CardAnswer, CardReply};
 use connop_core::contract::{Actor, SettleReason, TargetState};
 use connop_core::error::CallerError;
-use connop_core::flow::{Effect, Event, Flow};
+use connop_core::flow::{CallPurpose, Effect, Event, Flow};
 use connop_core::operation::{ChangeRecord, OpId, Patch, Text};
 use connop_core::payload::OperationView;
 use connop_core::registry::{Registry, RegistryEntry};
@@ -462,6 +462,18 @@ impl OpHandle {
             drop(state);
             self.run_pump();
         }
+    }
+
+    /// Runs every effect queued so far on this thread (or waits for the pump that does).
+    pub(crate) fn run_queued(&self) {
+        let mark = self.lock().fed;
+        self.pump_until(mark);
+    }
+
+    /// Why the flow made call `id`, while it still awaits the answer: a call starter that
+    /// answers some reads itself tells them apart by it.
+    pub fn call_purpose(&self, id: CallId) -> Option<CallPurpose> {
+        self.lock().flow.call_purpose(id)
     }
 
     // ----- the pump ---------------------------------------------------------------------

@@ -1,0 +1,1 @@
+"""Managed connectors: connection operations run by connop."""

@@ -1,0 +1,1 @@
+"""The tool gateway's client."""

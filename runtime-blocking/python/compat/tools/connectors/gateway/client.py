@@ -1,0 +1,34 @@
+"""The tool gateway's client, and which surface the session runs on.
+
+``session_platform()`` names the surface (``desktop``, ``tui``, ``cli``, a messaging platform,
+or empty); the core decides card or links from it and sends the desktop app's name as
+``returnTo`` on the desktop surface only. The original's hosted gateway knows its own apps:
+``hermes-desktop``, or ``hermes-desktop-dev`` when ``HERMES_DESKTOP_DEV_SERVER`` is set.
+"""
+
+from __future__ import annotations
+
+import os
+
+import connop
+
+DESKTOP_APP = "hermes-desktop"
+DESKTOP_DEV_APP = "hermes-desktop-dev"
+
+
+def session_platform() -> str:
+    """The session's surface: ``HERMES_SESSION_PLATFORM``, else empty (unset)."""
+    return os.environ.get("HERMES_SESSION_PLATFORM", "")
+
+
+def desktop_return_to() -> str:
+    """The desktop app's name for the mint's ``returnTo``."""
+    return DESKTOP_DEV_APP if os.environ.get("HERMES_DESKTOP_DEV_SERVER") else DESKTOP_APP
+
+
+def default_client() -> connop.HttpGateway:
+    """connop's HTTP client for ``CONNECTOR_GATEWAY_URL`` / ``CONNECTOR_GATEWAY_TOKEN``."""
+    client = connop.HttpGateway.from_env()
+    if client is None:
+        raise RuntimeError("CONNECTOR_GATEWAY_URL is not set: no connector gateway to call")
+    return client

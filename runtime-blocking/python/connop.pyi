@@ -1,0 +1,190 @@
+"""connop: connection operations for AI-agent gateways, run by connop's blocking runtime.
+
+``manage_connections`` runs one tool call on the calling thread and releases the GIL while it
+waits. Other threads reach the operation through the registry (``current``, ``get``), its
+``Operation`` handle, or an ``Interrupt`` token. Every rule (legal moves, when to settle, what
+the result holds) is decided by connop's core.
+"""
+
+from typing import Any, Callable, Iterable, Mapping, Optional, Protocol, Sequence, Tuple, Union
+
+__version__: str
+
+class TargetState:
+    """Where a target stands (SPEC §1); ``value`` is the wire name."""
+    pending: "TargetState"
+    initiated: "TargetState"
+    connected: "TargetState"
+    skipped: "TargetState"
+    failed: "TargetState"
+    expired: "TargetState"
+    not_connected: "TargetState"
+    @property
+    def value(self) -> str: ...
+
+class Actor:
+    """Who asks for a move; each edge of the table has exactly one."""
+    user: "Actor"
+    backend_watcher: "Actor"
+    clock: "Actor"
+    @property
+    def value(self) -> str: ...
+
+class SettleReason:
+    """Why an operation settled. ``continue_`` has the wire name ``continue``."""
+    all_resolved: "SettleReason"
+    continue_: "SettleReason"
+    deadline: "SettleReason"
+    interrupt: "SettleReason"
+    @property
+    def value(self) -> str: ...
+
+class Kind:
+    """What a target is."""
+    connector: "Kind"
+    mcp: "Kind"
+    @property
+    def value(self) -> str: ...
+
+class TargetAction:
+    """What was asked for a target."""
+    connect: "TargetAction"
+    reconnect: "TargetAction"
+    @property
+    def value(self) -> str: ...
+
+class ConnopError(Exception):
+    """Every error connop raises (the value errors below are also ``ValueError``s)."""
+
+class IllegalTransition(ValueError):
+    """A move the transition table does not allow, or an unknown target: nothing changed."""
+
+class InvalidAnswer(ValueError):
+    """A card answer with a status other than ``skipped`` or ``approved``: nothing moved."""
+
+class NoOperation(ConnopError):
+    """The tool call has no connection operation."""
+
+class OperationAlreadyOpen(ConnopError):
+    """The session has an open operation: ``args == (message, open_op_id)``."""
+
+class GatewayClientError(ConnopError):
+    """connop's HTTP client could not be built."""
+
+class GatewayObject(Protocol):
+    """The original client's three methods, with its shapes: snake_case rows, ``None`` for an
+    account the gateway does not know yet. An exception, or an answer of another shape, is a
+    failure of that call."""
+    def list_connectors(self, *, timeout: Optional[float]) -> Sequence[Mapping[str, Any]]: ...
+    def connections(self, connectors: Sequence[str], *, reinitiate: bool,
+                    return_to: Optional[str], op: Optional[str]) -> Mapping[str, Any]: ...
+    def account_status(self, connection_id: str, *,
+                       timeout: Optional[float]) -> Optional[Mapping[str, Any]]: ...
+
+class HttpGateway:
+    """connop's HTTP client of the tool gateway (SPEC §6); its calls run without the GIL."""
+    def __init__(self, url: str, token: Optional[str] = None) -> None: ...
+    @staticmethod
+    def from_env() -> Optional["HttpGateway"]:
+        """``CONNECTOR_GATEWAY_URL``/``CONNECTOR_GATEWAY_TOKEN``, or ``None`` without a URL."""
+    @property
+    def url(self) -> str: ...
+
+class Operation:
+    """A handle on one operation, usable from any thread; every change wakes its watcher."""
+    @property
+    def op_id(self) -> Optional[str]: ...
+    @property
+    def settled(self) -> bool: ...
+    def transition(self, name: str, to: Union[TargetState, str], actor: Union[Actor, str], *,
+                   detail: Optional[str] = None, connect_url: Optional[str] = None,
+                   connection_id: Optional[str] = None) -> Optional[dict]:
+        """Moves a target; returns the change record, or ``None`` for a no-op. Raises
+        ``IllegalTransition``."""
+    def refresh(self, name: str, *, connect_url: Optional[str] = None,
+                detail: Optional[str] = None,
+                actor: Union[Actor, str, None] = None) -> dict:
+        """New link and detail, no state change; returns the change record."""
+    def settle(self, reason: Union[SettleReason, str]) -> bool:
+        """The compare-and-set settle: ``True`` for the call that won."""
+    def interrupt(self) -> bool:
+        """Settles ``interrupt`` at once; ``True`` if this call settled it."""
+    def respond(self, answer: Mapping[str, Any]) -> dict:
+        """A card answer ``{"targets": [{"name", "status"}], "settled_by"?: "continue"}``;
+        returns ``{"status": "ok", "settled": bool}``."""
+    def continue_(self) -> bool:
+        """Continue; returns whether the operation is settled now."""
+    def view(self) -> Optional[dict]:
+        """The operation view (SPEC §3.2), links included."""
+    def result(self) -> Optional[dict]:
+        """The frozen snapshot with links once settled; ``None`` while open."""
+    def tool_result(self) -> Optional[str]:
+        """The tool call's JSON result once it returned."""
+
+class Registry:
+    """One open operation per session key (SPEC §4)."""
+    def __init__(self, profile: Optional[str] = None) -> None: ...
+    @staticmethod
+    def default() -> "Registry":
+        """The process's registry, used when ``manage_connections`` gets none."""
+    def current(self, session_key: str) -> Optional[Operation]: ...
+    def get(self, session_key: str, op_id: str) -> Optional[Operation]: ...
+    def open(self, session_key: str,
+             targets: Iterable[Union[str, Tuple[str, str, str]]], *,
+             deadline: float = 300.0, on_update: Optional[Callable[[dict], Any]] = None,
+             interrupt: Optional["Interrupt"] = None) -> Operation:
+        """Registers an operation the host moves itself: no gateway call, no watcher, and no
+        timer (its deadline is recorded, not enforced). Raises ``OperationAlreadyOpen``."""
+    def __len__(self) -> int: ...
+
+class Interrupt:
+    """A turn's interrupt token: ``trigger()`` settles every attached operation ``interrupt``
+    at once, and every one attached later, until ``reset()``."""
+    def __init__(self) -> None: ...
+    def trigger(self) -> None: ...
+    def reset(self) -> None: ...
+    @property
+    def triggered(self) -> bool: ...
+
+def manage_connections(
+    args: Union[Mapping[str, Any], str],
+    *,
+    session_key: str,
+    gateway: Union[HttpGateway, GatewayObject],
+    surface: str = "",
+    on_card: Optional[Callable[[dict], Any]] = None,
+    on_update: Optional[Callable[[dict], Any]] = None,
+    tick: float = 1.0,
+    deadline: float = 300.0,
+    local_catalog: Sequence[str] = (),
+    hosted_names: Optional[Callable[[], Optional[Iterable[str]]]] = None,
+    tool_call_id: Optional[str] = None,
+    return_to: Optional[str] = None,
+    desktop_return_to: Optional[str] = None,
+    interrupt: Optional[Interrupt] = None,
+    registry: Optional[Registry] = None,
+    agent_session_id: Optional[str] = None,
+    calls: Optional[str] = None,
+) -> str:
+    """Runs one ``manage_connections`` tool call on this thread and returns its JSON result.
+
+    ``args``: ``{"action", "connectors", "force"}`` (or that as JSON text). ``surface``:
+    ``desktop``, ``tui``, ``cli``, a messaging platform, or empty; with ``on_card`` and a
+    surface that has a card, the call blocks until the operation settles (the card path),
+    otherwise it returns the links at once. ``on_card`` gets the card request once,
+    ``on_update`` every update frame; both run with the GIL on whichever thread moved the
+    operation (an exception in them is reported as unraisable). ``hosted_names`` answers the
+    misroute check instead of the connector list (``None`` from it: unknown).
+    ``desktop_return_to`` names the desktop app sent as ``returnTo`` on the desktop surface
+    (default ``connop-desktop``); ``return_to`` is sent on every surface. ``calls``:
+    ``"inline"`` runs gateway calls on the thread that moves the operation (the default for
+    a Python gateway object), ``"worker"`` on a thread of their own per operation (the
+    default for ``HttpGateway``). The GIL is released while the call waits; Ctrl-C on the
+    main thread settles the operation ``interrupt`` and the call returns that result.
+    """
+
+def current(session_key: str) -> Optional[Operation]:
+    """The process registry's unsettled operation of a session."""
+
+def get(session_key: str, op_id: str) -> Optional[Operation]:
+    """The process registry's operation of a session by id, settled or not."""

@@ -1,0 +1,306 @@
+//! Tool gateways for a Python host: connop's own HTTP client, or any Python object with the
+//! original client's three methods, and how their calls run.
+
+use crate::convert::from_py;
+use crate::errors::GatewayClientError;
+use connop_blocking::http::HttpToolGateway;
+use connop_blocking::{CallStarter, InlineCalls, OpHandle, WorkerCalls};
+use connop_core::flow::CallPurpose;
+use connop_core::tool_gateway::{
+    Account, BlockingToolGateway, CallId, ConnectorRow, GatewayCall, GatewayError, GatewayReply,
+    MintRow,
+};
+use connop_core::wire::ClientConfig;
+use pyo3::exceptions::PyKeyboardInterrupt;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// connop's HTTP client of the tool gateway (SPEC §6). Its calls run in Rust on a worker
+/// thread per operation, without the GIL.
+#[pyclass(module = "connop", name = "HttpGateway", frozen)]
+pub struct PyHttpGateway {
+    pub(crate) inner: Arc<HttpToolGateway>,
+}
+
+#[pymethods]
+impl PyHttpGateway {
+    /// A client for the gateway at `url`, sending `token` as its bearer token.
+    #[new]
+    #[pyo3(signature = (url, token=None))]
+    fn new(url: &str, token: Option<String>) -> PyResult<Self> {
+        let config = ClientConfig::new(url, token);
+        let inner =
+            HttpToolGateway::new(config).map_err(|e| GatewayClientError::new_err(e.to_string()))?;
+        Ok(PyHttpGateway {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// The gateway `CONNECTOR_GATEWAY_URL` and `CONNECTOR_GATEWAY_TOKEN` name, or `None`
+    /// when the URL is unset.
+    #[staticmethod]
+    fn from_env() -> PyResult<Option<Self>> {
+        let inner =
+            HttpToolGateway::from_env().map_err(|e| GatewayClientError::new_err(e.to_string()))?;
+        Ok(inner.map(|inner| PyHttpGateway {
+            inner: Arc::new(inner),
+        }))
+    }
+
+    /// Where it sends.
+    #[getter]
+    fn url(&self) -> String {
+        self.inner.config().base_url.to_string()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "HttpGateway({:?})",
+            self.inner.config().base_url.as_ref() as &str
+        )
+    }
+}
+
+/// A Python object with `list_connectors(*, timeout)`, `connections(connectors, *,
+/// reinitiate, return_to, op)` and `account_status(connection_id, *, timeout)`, answering in
+/// the original client's shapes (snake_case rows; `None` for an unknown account). Each call
+/// holds the GIL while the object runs. An exception, or an answer of the wrong shape, is a
+/// failure of that call (transport or invalid response), never a crash.
+pub struct PyGateway {
+    obj: Py<PyAny>,
+}
+
+impl PyGateway {
+    pub fn new(obj: Py<PyAny>) -> Self {
+        PyGateway { obj }
+    }
+}
+
+impl BlockingToolGateway for PyGateway {
+    fn call(&self, call: &GatewayCall) -> Result<GatewayReply, GatewayError> {
+        Python::attach(|py| {
+            let obj = self.obj.bind(py);
+            let kwargs = PyDict::new(py);
+            let answer = match call {
+                GatewayCall::List { timeout } => {
+                    set(&kwargs, "timeout", timeout.map(|t| t.as_secs_f64()))?;
+                    invoke(obj, "list_connectors", (), &kwargs)?
+                }
+                GatewayCall::Mint(mint) => {
+                    let names: Vec<&str> = mint.connectors.iter().map(|n| &**n).collect();
+                    set(&kwargs, "reinitiate", mint.reinitiate)?;
+                    set(&kwargs, "return_to", mint.return_to.as_deref())?;
+                    set(
+                        &kwargs,
+                        "op",
+                        mint.op.as_ref().map(|op| op.as_str().to_owned()),
+                    )?;
+                    let names = PyList::new(py, names).map_err(|e| failed(py, e))?;
+                    invoke(obj, "connections", (names,), &kwargs)?
+                }
+                GatewayCall::Account {
+                    connection_id,
+                    timeout,
+                } => {
+                    set(&kwargs, "timeout", timeout.as_secs_f64())?;
+                    invoke(obj, "account_status", (&**connection_id,), &kwargs)?
+                }
+            };
+            let answer = from_py(&answer)
+                .map_err(|e| GatewayError::invalid(format!("the answer is not JSON data: {e}")))?;
+            match call {
+                GatewayCall::List { .. } => list_rows(answer).map(GatewayReply::Connectors),
+                GatewayCall::Mint(_) => mint_rows(answer).map(GatewayReply::Minted),
+                GatewayCall::Account { .. } => account(answer).map(GatewayReply::Account),
+            }
+        })
+    }
+}
+
+fn set<'py, V: IntoPyObject<'py>>(
+    kwargs: &Bound<'py, PyDict>,
+    key: &str,
+    value: V,
+) -> Result<(), GatewayError> {
+    kwargs
+        .set_item(key, value)
+        .map_err(|e| failed(kwargs.py(), e))
+}
+
+fn invoke<'py>(
+    obj: &Bound<'py, PyAny>,
+    method: &str,
+    args: impl pyo3::call::PyCallArgs<'py>,
+    kwargs: &Bound<'py, PyDict>,
+) -> Result<Bound<'py, PyAny>, GatewayError> {
+    obj.call_method(method, args, Some(kwargs))
+        .map_err(|e| failed(obj.py(), e))
+}
+
+/// An exception from the gateway object: the call failed in transport. A Ctrl-C that landed
+/// in the object's code is raised again for the waiting thread to see.
+fn failed(py: Python<'_>, error: PyErr) -> GatewayError {
+    let failure = GatewayError::Transport(format!("the gateway object raised {error}"));
+    if error.is_instance_of::<PyKeyboardInterrupt>(py) {
+        // Last, after every other Python call here: a pending signal makes the next call
+        // that runs Python code raise it, and a raise inside formatting would be lost.
+        // SAFETY: called with the GIL held; it only flags the pending signal.
+        unsafe { pyo3::ffi::PyErr_SetInterrupt() };
+    }
+    failure
+}
+
+/// The original client's snake_case keys, as the core's parsers read them (camelCase keys
+/// already present win). Unknown keys are kept.
+fn camel(row: &Value) -> Value {
+    let Value::Object(map) = row else {
+        return row.clone();
+    };
+    let mut out = map.clone();
+    for (snake, camel) in [
+        ("connect_url", "connectUrl"),
+        ("connection_id", "connectionId"),
+        ("status_reason", "statusReason"),
+        ("connection_status", "connectionStatus"),
+    ] {
+        if let Some(value) = map.get(snake) {
+            out.entry(camel).or_insert_with(|| value.clone());
+        }
+    }
+    Value::Object(out)
+}
+
+/// `list_connectors` answers a list of rows (or `{"items": [...]}`). Each row is kept
+/// verbatim for the status action.
+fn list_rows(answer: Value) -> Result<Vec<ConnectorRow>, GatewayError> {
+    let items = match answer {
+        Value::Array(items) => items,
+        Value::Object(mut map) => match map.remove("items") {
+            Some(Value::Array(items)) => items,
+            _ => {
+                return Err(GatewayError::invalid(
+                    "list_connectors answered no list of rows",
+                ));
+            }
+        },
+        _ => {
+            return Err(GatewayError::invalid(
+                "list_connectors answered no list of rows",
+            ));
+        }
+    };
+    items
+        .into_iter()
+        .map(|raw| {
+            let mut row = ConnectorRow::from_json(camel(&raw))?;
+            row.raw = raw;
+            Ok(row)
+        })
+        .collect()
+}
+
+/// `connections` answers `{"results": [...], "summary": ...}` (or the list of results).
+fn mint_rows(answer: Value) -> Result<Vec<MintRow>, GatewayError> {
+    let results = match answer {
+        Value::Array(results) => results,
+        Value::Object(mut map) => match map.remove("results") {
+            Some(Value::Array(results)) => results,
+            _ => {
+                return Err(GatewayError::invalid(
+                    "connections answered no 'results' list",
+                ));
+            }
+        },
+        _ => {
+            return Err(GatewayError::invalid(
+                "connections answered no 'results' list",
+            ));
+        }
+    };
+    results
+        .iter()
+        .map(|row| MintRow::from_json(&camel(row)))
+        .collect()
+}
+
+/// `account_status` answers the account, or `None` when it is unknown yet (a 404).
+fn account(answer: Value) -> Result<Option<Account>, GatewayError> {
+    match answer {
+        Value::Null => Ok(None),
+        Value::Object(_) => Account::from_json(&camel(&answer)).map(Some),
+        _ => Err(GatewayError::invalid(
+            "account_status answered neither an account nor None",
+        )),
+    }
+}
+
+/// How a tool call's gateway calls run, and where the misroute check learns which names the
+/// hosted gateway offers.
+pub struct PyCalls {
+    pub inner: Arc<dyn CallStarter>,
+    /// `hosted_names()`: answers the misroute check's list read instead of the gateway.
+    pub hosted_names: Option<Py<PyAny>>,
+}
+
+impl PyCalls {
+    /// Calls on the thread that moves the operation (`inline`), or on a worker thread per
+    /// operation.
+    pub fn new(
+        gateway: Arc<dyn BlockingToolGateway>,
+        inline: bool,
+        hosted_names: Option<Py<PyAny>>,
+    ) -> Self {
+        let inner: Arc<dyn CallStarter> = if inline {
+            Arc::new(InlineCalls(gateway))
+        } else {
+            Arc::new(WorkerCalls::new(gateway))
+        };
+        PyCalls {
+            inner,
+            hosted_names,
+        }
+    }
+}
+
+impl CallStarter for PyCalls {
+    fn start(&self, op: &OpHandle, id: CallId, call: GatewayCall) {
+        if let (Some(hosted), GatewayCall::List { .. }) = (&self.hosted_names, &call) {
+            if op.call_purpose(id) == Some(CallPurpose::MisrouteList) {
+                op.deliver(id, Python::attach(|py| hosted_rows(py, hosted)));
+                return;
+            }
+        }
+        self.inner.start(op, id, call);
+    }
+}
+
+/// The names `hosted_names()` gives, as list rows; `None` (or an exception) is a failed read,
+/// which misroutes nothing.
+fn hosted_rows(py: Python<'_>, hosted: &Py<PyAny>) -> Result<GatewayReply, GatewayError> {
+    let answer = hosted.bind(py).call0().map_err(|e| failed(py, e))?;
+    if answer.is_none() {
+        return Err(GatewayError::Transport(
+            "the hosted connector names are unknown".into(),
+        ));
+    }
+    let mut rows = Vec::new();
+    for name in answer.try_iter().map_err(|e| failed(py, e))? {
+        let name: String = name
+            .and_then(|n| n.extract())
+            .map_err(|_| GatewayError::invalid("hosted_names gave a name that is not a str"))?;
+        rows.push(ConnectorRow::new(&name, true, false));
+    }
+    Ok(GatewayReply::Connectors(rows))
+}
+
+/// A timeout in seconds from Python, checked.
+pub fn seconds(value: f64, what: &str) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(value).map_err(|_| {
+        pyo3::exceptions::PyValueError::new_err(format!(
+            "{what} must be a finite number of seconds >= 0"
+        ))
+    })
+}

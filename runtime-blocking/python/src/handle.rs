@@ -1,0 +1,355 @@
+//! The registry, operation handles and interrupt tokens, reachable from any Python thread.
+//! Every call releases the GIL while it runs: a call may wait for another thread that is
+//! running a callback into Python.
+
+use crate::convert::{from_py, to_py};
+use crate::enums::{PyActor, PyKind, PySettleReason, PyTargetAction, PyTargetState};
+use crate::errors::{OperationAlreadyOpen, caller_error};
+use crate::gateway::seconds;
+use crate::tool::events;
+use connop_blocking::{Interrupt, OpHandle, SharedRegistry, ToolContext};
+use connop_core::card::CardAnswer;
+use connop_core::contract::{Kind, TargetAction};
+use connop_core::flow::Surface;
+use connop_core::operation::{ChangeRecord, OpId, Patch, Target};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyString, PyTuple};
+use serde_json::{Value, json};
+use std::sync::{Arc, OnceLock};
+
+/// The process's registry: one open operation per session key.
+pub fn default_registry() -> &'static SharedRegistry {
+    static REGISTRY: OnceLock<SharedRegistry> = OnceLock::new();
+    REGISTRY.get_or_init(|| {
+        SharedRegistry::new(std::env::var("CONNOP_HOME").unwrap_or_else(|_| "default".into()))
+    })
+}
+
+/// One open operation per session key (SPEC §4). `Registry()` is a registry of its own (a
+/// test's, say); the module-level `current` and `get` read the process's.
+#[pyclass(module = "connop", name = "Registry", frozen)]
+#[derive(Clone)]
+pub struct PyRegistry {
+    pub(crate) inner: SharedRegistry,
+}
+
+#[pymethods]
+impl PyRegistry {
+    /// An empty registry; `profile` defaults to `CONNOP_HOME`.
+    #[new]
+    #[pyo3(signature = (profile=None))]
+    fn new(profile: Option<String>) -> Self {
+        let profile = profile
+            .or_else(|| std::env::var("CONNOP_HOME").ok())
+            .unwrap_or_else(|| "default".into());
+        PyRegistry {
+            inner: SharedRegistry::new(profile),
+        }
+    }
+
+    /// The process's own registry, the one `manage_connections` uses by default.
+    #[staticmethod]
+    fn default() -> Self {
+        PyRegistry {
+            inner: default_registry().clone(),
+        }
+    }
+
+    /// The session's unsettled operation, or `None`.
+    fn current(&self, py: Python<'_>, session_key: &str) -> Option<PyOperation> {
+        py.detach(|| self.inner.current(session_key))
+            .map(PyOperation::from)
+    }
+
+    /// The session's operation with that id, settled or not, or `None`.
+    fn get(&self, py: Python<'_>, session_key: &str, op_id: &str) -> Option<PyOperation> {
+        let op_id = OpId::parse(op_id)?;
+        py.detach(|| self.inner.get(session_key, op_id))
+            .map(PyOperation::from)
+    }
+
+    /// Opens an operation the host moves itself: registered under `session_key` before this
+    /// returns; no gateway call, no watcher, no timer (the deadline is recorded, not
+    /// enforced). `targets` are names, or `(name, kind, action)`
+    /// tuples. Raises `OperationAlreadyOpen` when the session has one open.
+    #[pyo3(signature = (session_key, targets, *, deadline=300.0, on_update=None, interrupt=None))]
+    fn open(
+        &self,
+        py: Python<'_>,
+        session_key: &str,
+        targets: &Bound<'_, PyAny>,
+        deadline: f64,
+        on_update: Option<Py<PyAny>>,
+        interrupt: Option<PyRef<'_, PyInterrupt>>,
+    ) -> PyResult<PyOperation> {
+        let targets = parse_targets(targets)?;
+        let mut context: ToolContext<()> =
+            ToolContext::new(self.inner.clone(), session_key, Arc::new(()));
+        context.deadline = seconds(deadline, "deadline")?;
+        context.surface = Surface::Unset;
+        context.events = on_update.map(|update| events(None, Some(update)));
+        context.interrupt = interrupt.map(|i| i.inner.clone());
+        match py.detach(|| context.open(targets)) {
+            Ok(op) => Ok(PyOperation::from(op)),
+            Err(refused) => Err(OperationAlreadyOpen::new_err((
+                refused.message,
+                refused.open.map(|id| id.as_str().to_owned()),
+            ))),
+        }
+    }
+
+    /// How many entries it holds.
+    fn __len__(&self, py: Python<'_>) -> usize {
+        py.detach(|| self.inner.len())
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Registry(profile={:?})", self.inner.profile())
+    }
+}
+
+fn parse_targets(targets: &Bound<'_, PyAny>) -> PyResult<Vec<Target>> {
+    let mut out = Vec::new();
+    for item in targets.try_iter()? {
+        let item = item?;
+        if let Ok(name) = item.cast::<PyString>() {
+            out.push(Target::connector(&name.to_cow()?, TargetAction::Connect));
+            continue;
+        }
+        let parts = item.cast::<PyTuple>().map_err(|_| {
+            PyValueError::new_err("a target is a name or a (name, kind, action) tuple")
+        })?;
+        let name: String = parts.get_item(0)?.extract()?;
+        let kind = match parts.len() {
+            0 | 1 => Kind::Connector,
+            _ => PyKind::extract(&parts.get_item(1)?)?,
+        };
+        let action = match parts.len() {
+            0..=2 => TargetAction::Connect,
+            _ => PyTargetAction::extract(&parts.get_item(2)?)?,
+        };
+        out.push(Target {
+            name: name.as_str().into(),
+            kind,
+            action,
+        });
+    }
+    Ok(out)
+}
+
+/// A handle on one operation (SPEC §11): moves, refreshes, settles and reads it from any
+/// thread. Every change wakes the operation's watcher.
+#[pyclass(module = "connop", name = "Operation", frozen)]
+pub struct PyOperation {
+    pub(crate) inner: OpHandle,
+}
+
+impl From<OpHandle> for PyOperation {
+    fn from(inner: OpHandle) -> Self {
+        PyOperation { inner }
+    }
+}
+
+fn change_dict(py: Python<'_>, change: &ChangeRecord) -> PyResult<Py<PyAny>> {
+    let value = json!({
+        "target": &*change.target,
+        "from": change.from.as_str(),
+        "to": change.to.as_str(),
+        "actor": change.actor.as_str(),
+        "detail": change.detail.as_deref(),
+    });
+    Ok(to_py(py, &value)?.unbind())
+}
+
+#[pymethods]
+impl PyOperation {
+    /// The operation id: 12 lower-case hex characters.
+    #[getter]
+    fn op_id(&self) -> Option<String> {
+        self.inner.op_id().map(|id| id.as_str().to_owned())
+    }
+
+    /// Whether it settled.
+    #[getter]
+    fn settled(&self, py: Python<'_>) -> bool {
+        py.detach(|| self.inner.is_settled())
+    }
+
+    /// Moves target `name` to `to` by `actor`, with an optional new detail, link and
+    /// connection id. Returns the change record, or `None` for a move to the state it is
+    /// already in. Raises `IllegalTransition` for a move the table does not allow.
+    #[pyo3(signature = (name, to, actor, *, detail=None, connect_url=None, connection_id=None))]
+    #[allow(clippy::too_many_arguments)] // Python's keyword arguments
+    fn transition(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        to: &Bound<'_, PyAny>,
+        actor: &Bound<'_, PyAny>,
+        detail: Option<String>,
+        connect_url: Option<String>,
+        connection_id: Option<String>,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        let to = PyTargetState::extract(to)?;
+        let actor = PyActor::extract(actor)?;
+        let patch = Patch {
+            detail: detail.map(Into::into),
+            connect_url: connect_url.map(Into::into),
+            connection_id: connection_id.map(Into::into),
+        };
+        let change = py
+            .detach(|| self.inner.transition(name, to, actor, patch))
+            .map_err(caller_error)?;
+        change.map(|c| change_dict(py, &c)).transpose()
+    }
+
+    /// Replaces target `name`'s link and detail, with no state change; returns the change
+    /// record (`from == to`).
+    #[pyo3(signature = (name, *, connect_url=None, detail=None, actor=None))]
+    fn refresh(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        connect_url: Option<String>,
+        detail: Option<String>,
+        actor: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let actor = match actor {
+            Some(actor) => PyActor::extract(actor)?,
+            None => connop_core::contract::Actor::BackendWatcher,
+        };
+        let change = py
+            .detach(|| {
+                self.inner.refresh(
+                    name,
+                    connect_url.map(Into::into),
+                    detail.map(Into::into),
+                    actor,
+                )
+            })
+            .map_err(caller_error)?;
+        change_dict(py, &change)
+    }
+
+    /// Settles once: the first call wins and returns `True`; later ones return `False`.
+    fn settle(&self, py: Python<'_>, reason: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let reason = PySettleReason::extract(reason)?;
+        Ok(py.detach(|| self.inner.settle(reason)))
+    }
+
+    /// Settles `interrupt` at once; returns whether this call settled it.
+    fn interrupt(&self, py: Python<'_>) -> bool {
+        py.detach(|| self.inner.interrupt())
+    }
+
+    /// A card answer, as `connection.respond` takes it: `{"targets": [{"name", "status"}],
+    /// "settled_by"?: "continue"}`. Returns `{"status": "ok", "settled": bool}`.
+    fn respond(&self, py: Python<'_>, answer: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let answer = CardAnswer::from_json(&from_py(answer)?)
+            .map_err(|e| crate::errors::InvalidAnswer::new_err(e.to_string()))?;
+        let reply = py
+            .detach(|| self.inner.respond(&answer))
+            .map_err(caller_error)?;
+        Ok(to_py(py, &json!({"status": "ok", "settled": reply.settled}))?.unbind())
+    }
+
+    /// Continue: settles `continue` unless every target resolved. Returns whether it is
+    /// settled now.
+    fn continue_(&self, py: Python<'_>) -> PyResult<bool> {
+        let reply = py.detach(|| self.inner.continue_()).map_err(caller_error)?;
+        Ok(reply.settled)
+    }
+
+    /// The operation view (SPEC §3.2): the live rows with links while open, the frozen
+    /// snapshot once settled.
+    fn view(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        let view = py.detach(|| self.inner.view());
+        view.map(|v| {
+            let value = serde_json::to_value(&v).unwrap_or(Value::Null);
+            to_py(py, &value).map(Bound::unbind)
+        })
+        .transpose()
+    }
+
+    /// The frozen snapshot with its links once settled (what the card's panel shows after
+    /// the tool returned); `None` while open.
+    fn result(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        if !self.settled(py) {
+            return Ok(None);
+        }
+        self.view(py)
+    }
+
+    /// The tool call's result as JSON text, once it returned; `None` before.
+    fn tool_result(&self, py: Python<'_>) -> Option<String> {
+        py.detach(|| self.inner.result()).map(|r| r.to_json())
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!(
+            "Operation(op_id={:?}, settled={})",
+            self.op_id().unwrap_or_default(),
+            if self.settled(py) { "True" } else { "False" }
+        )
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other
+            .extract::<PyRef<'_, PyOperation>>()
+            .is_ok_and(|o| o.inner.op_id() == self.inner.op_id())
+    }
+
+    fn __hash__(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.op_id().hash(&mut h);
+        h.finish()
+    }
+}
+
+/// A turn's interrupt token: `trigger()` settles every attached operation `interrupt` at
+/// once, and every one attached later until `reset()`.
+#[pyclass(module = "connop", name = "Interrupt", frozen)]
+#[derive(Clone)]
+pub struct PyInterrupt {
+    pub(crate) inner: Interrupt,
+}
+
+#[pymethods]
+impl PyInterrupt {
+    /// A token not yet triggered.
+    #[new]
+    fn new() -> Self {
+        PyInterrupt {
+            inner: Interrupt::new(),
+        }
+    }
+
+    /// Interrupts every attached operation, now and until `reset()`.
+    fn trigger(&self, py: Python<'_>) {
+        py.detach(|| self.inner.trigger());
+    }
+
+    /// Clears the trigger (a new turn).
+    fn reset(&self) {
+        self.inner.reset();
+    }
+
+    /// Whether it is triggered.
+    #[getter]
+    fn triggered(&self) -> bool {
+        self.inner.is_triggered()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Interrupt(triggered={})",
+            if self.inner.is_triggered() {
+                "True"
+            } else {
+                "False"
+            }
+        )
+    }
+}

@@ -1,0 +1,78 @@
+//! # connop (Python)
+//!
+//! The Python module `connop`: connection operations run by `connop-blocking` on the
+//! caller's thread, with the GIL released while they wait. Every rule is the core's; this
+//! crate only carries Python objects in and out:
+//!
+//! - `manage_connections(args, *, session_key, gateway, …) -> str` ([`tool`]);
+//! - the registry, operation handles and interrupt tokens ([`handle`]);
+//! - tool gateways: connop's HTTP client, or any Python object with the original client's
+//!   three methods ([`gateway`]);
+//! - the contract's enums ([`enums`]) and exceptions ([`errors`]).
+//!
+//! The stub `connop.pyi` beside this crate's manifest types the module for Python tools.
+
+mod convert;
+mod enums;
+mod errors;
+mod gateway;
+mod handle;
+mod tool;
+
+use pyo3::prelude::*;
+
+/// The process's registry: the session's unsettled operation, or `None`.
+#[pyfunction]
+fn current(py: Python<'_>, session_key: &str) -> Option<handle::PyOperation> {
+    py.detach(|| handle::default_registry().current(session_key))
+        .map(handle::PyOperation::from)
+}
+
+/// The process's registry: the session's operation with that id, settled or not.
+#[pyfunction]
+fn get(py: Python<'_>, session_key: &str, op_id: &str) -> Option<handle::PyOperation> {
+    let op_id = connop_core::operation::OpId::parse(op_id)?;
+    py.detach(|| handle::default_registry().get(session_key, op_id))
+        .map(handle::PyOperation::from)
+}
+
+#[pymodule]
+fn connop(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    let threading = py.import("threading")?;
+    if threading
+        .call_method0("current_thread")?
+        .is(&threading.call_method0("main_thread")?)
+    {
+        let _ = tool::MAIN_THREAD.set(std::thread::current().id());
+    }
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(tool::manage_connections, m)?)?;
+    m.add_function(wrap_pyfunction!(current, m)?)?;
+    m.add_function(wrap_pyfunction!(get, m)?)?;
+    m.add_class::<handle::PyRegistry>()?;
+    m.add_class::<handle::PyOperation>()?;
+    m.add_class::<handle::PyInterrupt>()?;
+    m.add_class::<gateway::PyHttpGateway>()?;
+    m.add_class::<enums::PyTargetState>()?;
+    m.add_class::<enums::PyActor>()?;
+    m.add_class::<enums::PySettleReason>()?;
+    m.add_class::<enums::PyKind>()?;
+    m.add_class::<enums::PyTargetAction>()?;
+    m.add("ConnopError", py.get_type::<errors::ConnopError>())?;
+    m.add(
+        "IllegalTransition",
+        py.get_type::<errors::IllegalTransition>(),
+    )?;
+    m.add("InvalidAnswer", py.get_type::<errors::InvalidAnswer>())?;
+    m.add("NoOperation", py.get_type::<errors::NoOperation>())?;
+    m.add(
+        "OperationAlreadyOpen",
+        py.get_type::<errors::OperationAlreadyOpen>(),
+    )?;
+    m.add(
+        "GatewayClientError",
+        py.get_type::<errors::GatewayClientError>(),
+    )?;
+    Ok(())
+}

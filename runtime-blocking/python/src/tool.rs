@@ -1,0 +1,187 @@
+//! `manage_connections` for a Python host: the blocking driver's loop on the calling thread,
+//! with the GIL released while it waits, and Ctrl-C heard on the main thread.
+
+use crate::convert::{from_py, to_py};
+use crate::gateway::{PyCalls, PyGateway, PyHttpGateway, seconds};
+use crate::handle::{PyInterrupt, PyRegistry, default_registry};
+use connop_blocking::{EventSink, Next, OpHandle, ResultForm, ToolContext};
+use connop_core::flow::{Event, Surface};
+use connop_core::tool_gateway::BlockingToolGateway;
+use pyo3::exceptions::{PyKeyboardInterrupt, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+use serde_json::Value;
+use std::sync::{Arc, OnceLock};
+use std::task::{Wake, Waker};
+use std::thread::ThreadId;
+use std::time::{Duration, Instant};
+
+/// How often the main thread looks for a pending signal while it waits. Python runs signal
+/// handlers on the main thread only, and only when that thread holds the GIL; other threads
+/// never slice their sleep.
+const SIGNAL_CHECK: Duration = Duration::from_millis(20);
+
+/// The main thread, as the module saw it when imported there.
+pub static MAIN_THREAD: OnceLock<ThreadId> = OnceLock::new();
+
+/// The card callback and the update callback as one event sink. `on_card` gets the card
+/// request (`connection.request`'s payload) once; `on_update` every update frame. They run
+/// with the GIL on whichever thread moved the operation; an exception in them is reported as
+/// unraisable and changes nothing.
+pub fn events(on_card: Option<Py<PyAny>>, on_update: Option<Py<PyAny>>) -> EventSink {
+    Arc::new(move |event: &Event| {
+        // A payload is built only for a callback that takes it.
+        let (callback, payload) = match (event, &on_card, &on_update) {
+            (Event::Request(card), Some(callback), _) => (callback, serde_json::to_value(card)),
+            (Event::Update(frame), _, Some(callback)) => (callback, serde_json::to_value(frame)),
+            _ => return,
+        };
+        let Ok(payload) = payload else { return };
+        Python::attach(|py| {
+            let callback = callback.bind(py);
+            let outcome = to_py(py, &payload).and_then(|payload| callback.call1((payload,)));
+            if let Err(error) = outcome {
+                if error.is_instance_of::<PyKeyboardInterrupt>(py) {
+                    // SAFETY: the GIL is held; this only flags the signal again.
+                    unsafe { pyo3::ffi::PyErr_SetInterrupt() };
+                } else {
+                    error.write_unraisable(py, Some(callback));
+                }
+            }
+        });
+    })
+}
+
+/// Runs one `manage_connections` tool call on this thread and returns its JSON result.
+///
+/// `args`: `{"action", "connectors", "force"}` (or that as JSON text). `surface`: `desktop`,
+/// `tui`, `cli`, a messaging platform, or empty; with `on_card` and a surface that has a
+/// card, the call blocks until the operation settles (the card path), otherwise it returns
+/// the links at once. `on_card` gets the card request once, `on_update` every update frame.
+/// `gateway`: an `HttpGateway`, or any object with `list_connectors`, `connections` and
+/// `account_status`. `hosted_names` answers the misroute check instead of the connector
+/// list. `calls`: `"inline"` (the default for a Python gateway object) or `"worker"` (the
+/// default for `HttpGateway`). The GIL is released while the call waits; Ctrl-C on the main
+/// thread settles the operation `interrupt` and the call returns that result.
+#[pyfunction]
+#[pyo3(signature = (
+    args, *, session_key, gateway, surface="", on_card=None, on_update=None, tick=1.0,
+    deadline=300.0, local_catalog=Vec::new(), hosted_names=None, tool_call_id=None,
+    return_to=None, desktop_return_to=None, interrupt=None, registry=None,
+    agent_session_id=None, calls=None
+))]
+#[allow(clippy::too_many_arguments)]
+pub fn manage_connections(
+    py: Python<'_>,
+    args: &Bound<'_, PyAny>,
+    session_key: &str,
+    gateway: &Bound<'_, PyAny>,
+    surface: &str,
+    on_card: Option<Py<PyAny>>,
+    on_update: Option<Py<PyAny>>,
+    tick: f64,
+    deadline: f64,
+    local_catalog: Vec<String>,
+    hosted_names: Option<Py<PyAny>>,
+    tool_call_id: Option<String>,
+    return_to: Option<String>,
+    desktop_return_to: Option<String>,
+    interrupt: Option<PyRef<'_, PyInterrupt>>,
+    registry: Option<PyRef<'_, PyRegistry>>,
+    agent_session_id: Option<String>,
+    calls: Option<&str>,
+) -> PyResult<String> {
+    let args: Value = match args.cast::<PyString>() {
+        Ok(text) => serde_json::from_str(&text.to_cow()?)
+            .map_err(|e| PyValueError::new_err(format!("args is not JSON: {e}")))?,
+        Err(_) => from_py(args)?,
+    };
+    let (gateway, native): (Arc<dyn BlockingToolGateway>, bool) =
+        match gateway.extract::<PyRef<'_, PyHttpGateway>>() {
+            Ok(http) => (http.inner.clone(), true),
+            Err(_) => (Arc::new(PyGateway::new(gateway.clone().unbind())), false),
+        };
+    let inline = match calls {
+        None => !native,
+        Some("inline") => true,
+        Some("worker") => false,
+        Some(other) => {
+            return Err(PyValueError::new_err(format!(
+                "calls must be 'inline' or 'worker', not {other:?}"
+            )));
+        }
+    };
+    let registry = registry.map_or_else(|| default_registry().clone(), |r| r.inner.clone());
+    let mut context: ToolContext<dyn BlockingToolGateway> =
+        ToolContext::new(registry, session_key, gateway.clone());
+    context.surface = Surface::parse(surface);
+    context.events = on_card.map(|card| events(Some(card), on_update));
+    context.tick = seconds(tick, "tick")?;
+    context.deadline = seconds(deadline, "deadline")?;
+    context.local_catalog = local_catalog.iter().map(|n| n.as_str().into()).collect();
+    context.tool_call_id = tool_call_id.map(Into::into);
+    context.return_to = return_to.map(Into::into);
+    if let Some(name) = desktop_return_to {
+        context.desktop_return_to = name.into();
+    }
+    context.interrupt = interrupt.map(|i| i.inner.clone());
+    context.agent_session_id = agent_session_id.map(Into::into);
+    context.calls = Some(Arc::new(PyCalls::new(gateway, inline, hosted_names)));
+
+    let main = MAIN_THREAD.get() == Some(&std::thread::current().id());
+    let op = context.start(&args, None, ResultForm::Json);
+    let signal = py.detach(|| drive(&op, main));
+    let result = op
+        .result_json()
+        .unwrap_or_else(|| serde_json::json!({"error": "the operation ended without a result"}));
+    match signal {
+        // Ctrl-C is the stop button: the operation settled `interrupt`, and that is the answer.
+        Some(error) if !error.is_instance_of::<PyKeyboardInterrupt>(py) => Err(error),
+        _ => Ok(result.to_string()),
+    }
+}
+
+/// Unparks the driving thread.
+struct Unpark(std::thread::Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// The blocking driver's loop: step, start nothing (calls go to the starter), park until the
+/// next wake-up or a change. On the main thread the park is cut every [`SIGNAL_CHECK`] to
+/// run Python's signal handlers, just before parking again: a wake-up goes straight to the
+/// step that finishes, without taking the GIL. An exception from a handler (Ctrl-C's
+/// `KeyboardInterrupt`) interrupts the operation and is returned once it finished.
+fn drive(op: &OpHandle, main: bool) -> Option<PyErr> {
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let (mut answers, mut calls) = (Vec::new(), Vec::new());
+    let mut signal = None;
+    loop {
+        let until = match op.step(&mut answers, &mut calls, &waker) {
+            Next::Finished => return signal,
+            Next::Start => continue,
+            Next::Sleep(until) => until,
+        };
+        let left = until.map(|at| at.saturating_duration_since(Instant::now()));
+        if !main || signal.is_some() {
+            match left {
+                Some(left) => std::thread::park_timeout(left),
+                None => std::thread::park(),
+            }
+            continue;
+        }
+        if let Err(error) = Python::attach(|py| py.check_signals()) {
+            signal = Some(error);
+            // Settles now; the next step finishes.
+            op.interrupt();
+            continue;
+        }
+        std::thread::park_timeout(left.map_or(SIGNAL_CHECK, |left| left.min(SIGNAL_CHECK)));
+    }
+}

@@ -1,0 +1,113 @@
+"""The registry, operation handles, events and the contract's enums from Python."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+import connop
+from conftest import Gateway, run
+
+
+def test_enums_carry_the_wire_names():
+    assert connop.TargetState.not_connected.value == "not_connected"
+    assert str(connop.SettleReason.continue_) == "continue"
+    assert connop.Actor.backend_watcher.value == "backend_watcher"
+    assert connop.Kind.connector.value == "connector"
+    assert connop.TargetAction.reconnect.value == "reconnect"
+    assert connop.TargetState.skipped == connop.TargetState.skipped
+    assert len({connop.TargetState.skipped, connop.TargetState.skipped}) == 1
+
+
+def test_a_host_opened_operation_holds_the_session_and_moves_by_its_handle(registry):
+    op = registry.open("s1", ["gmail", ("notion", "connector", "connect")])
+    assert len(op.op_id) == 12 and registry.current("s1") == op
+    with pytest.raises(connop.OperationAlreadyOpen) as refused:
+        registry.open("s1", ["slack"])
+    assert refused.value.args[1] == op.op_id and "already open" in refused.value.args[0]
+    out = run({"action": "connect", "connectors": ["slack"]}, Gateway(), registry=registry)
+    assert op.op_id in out["error"]
+
+    change = op.transition("gmail", connop.TargetState.initiated, connop.Actor.backend_watcher,
+                           connect_url="https://c/gmail", connection_id="ca_1", detail="go")
+    assert change == {"target": "gmail", "from": "pending", "to": "initiated",
+                      "actor": "backend_watcher", "detail": "go"}
+    assert op.transition("gmail", "initiated", "backend_watcher") is None, "a no-op"
+    with pytest.raises(connop.IllegalTransition, match="gmail: initiated -> connected by user"):
+        op.transition("gmail", connop.TargetState.connected, connop.Actor.user)
+    with pytest.raises(connop.IllegalTransition, match="unknown target"):
+        op.transition("nope", "skipped", "user")
+    with pytest.raises(ValueError):
+        op.transition("gmail", "sideways", "user")
+    refreshed = op.refresh("gmail", connect_url="https://c/gmail/2", detail="again")
+    assert refreshed["from"] == refreshed["to"] == "initiated"
+
+    view = op.view()
+    assert view["settled"] is False and view["targets"][0]["connect_url"] == "https://c/gmail/2"
+    assert view["targets"][0]["connection_id"] == "ca_1"
+    assert op.result() is None
+
+    with pytest.raises(connop.InvalidAnswer):
+        op.respond({"targets": [{"name": "gmail", "status": "connected"}]})
+    assert op.respond({"targets": [{"name": "notion", "status": "skipped"}]}) == \
+        {"status": "ok", "settled": False}
+    assert op.continue_() is True
+    assert op.settle(connop.SettleReason.deadline) is False, "settled once"
+    result = op.result()
+    assert result["settled_by"] == "continue"
+    assert [t["state"] for t in result["targets"]] == ["not_connected", "skipped"]
+    assert result["targets"][0]["connect_url"] == "https://c/gmail/2", "links stay for the UI"
+    assert registry.current("s1") is None and registry.get("s1", op.op_id) is None
+    assert '"connect_url"' not in op.tool_result()
+
+
+def test_the_card_once_and_every_update_frame(registry):
+    cards, frames = [], []
+    gw = Gateway(scripts={"gmail": ["pending", "active"], "notion": ["active"]})
+    out = run({"action": "connect", "connectors": ["gmail", "notion"]}, gw, tick=0.01,
+              deadline=10.0, on_card=cards.append, on_update=frames.append,
+              tool_call_id="call_1", registry=registry)
+    (card,) = cards
+    assert card["tool_call_id"] == "call_1" and card["timeout_seconds"] == 10.0
+    assert [t["connect_url"] for t in card["targets"]] == [
+        "https://connect.test/gmail/1", "https://connect.test/notion/1"]
+    assert frames[-1]["settled"] is True and frames[-1]["settled_by"] == "all_resolved"
+    assert "target" not in frames[-1]
+    moves = [(f["target"], f["to"]) for f in frames if "target" in f]
+    assert ("notion", "connected") in moves and ("gmail", "connected") in moves
+    assert [f["seq"] for f in frames] == sorted(f["seq"] for f in frames)
+    assert out["settled_by"] == "all_resolved"
+
+
+def test_an_exception_in_a_callback_is_reported_and_changes_nothing(registry):
+    seen = []
+
+    def hook(unraisable):
+        seen.append(unraisable.exc_value)
+
+    def on_card(payload):
+        raise RuntimeError("card renderer broke")
+
+    old_hook, sys.unraisablehook = sys.unraisablehook, hook
+    try:
+        gw = Gateway(scripts={"gmail": ["active"]})
+        out = run({"action": "connect", "connectors": ["gmail"]}, gw, on_card=on_card,
+                  tick=0.01, deadline=10.0, registry=registry)
+    finally:
+        sys.unraisablehook = old_hook
+    assert out["settled_by"] == "all_resolved"
+    assert [str(e) for e in seen] == ["card renderer broke"]
+
+
+def test_refused_arguments_and_the_process_registry():
+    out = run({"action": "disconnect"}, Gateway())
+    assert out["error"].startswith("action must be one of status, connect, reconnect.")
+    out = run('{"action": "connect"}', Gateway())
+    assert "requires 'connectors'" in out["error"]
+    with pytest.raises(ValueError):
+        run("not json", Gateway())
+    with pytest.raises(ValueError):
+        run({"action": "status"}, Gateway(), tick=-1.0)
+    assert connop.current("nobody") is None and connop.get("nobody", "0123456789ab") is None
+    assert connop.get("nobody", "not an id") is None

@@ -1,0 +1,153 @@
+"""While an operation waits: the GIL is free, other threads answer or interrupt it, and
+Ctrl-C in the waiting thread interrupts it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+import connop
+from conftest import Gateway, run
+
+CONNECT = {"action": "connect", "connectors": ["gmail", "notion"]}
+
+
+def test_the_gil_is_released_while_waiting_so_another_python_thread_answers_the_card(registry):
+    """Another Python thread answers the card while the caller waits; a third keeps running
+    Python code the whole time. Holding the GIL would starve both: the operation would end at
+    its deadline instead."""
+    ticks = []
+    stop = threading.Event()
+
+    def busy():
+        while not stop.is_set():
+            ticks.append(1)
+            time.sleep(0.001)
+
+    def on_card(payload):
+        def answer():
+            time.sleep(0.2)
+            op = registry.get("s1", payload["op_id"])
+            op.respond({"targets": [{"name": "gmail", "status": "skipped"},
+                                    {"name": "notion", "status": "skipped"}]})
+        threading.Thread(target=answer).start()
+
+    spinner = threading.Thread(target=busy)
+    spinner.start()
+    try:
+        started = time.monotonic()
+        out = run(CONNECT, Gateway(), on_card=on_card, tick=30.0, deadline=10.0, registry=registry)
+        elapsed = time.monotonic() - started
+    finally:
+        stop.set()
+        spinner.join()
+    assert out["settled_by"] == "all_resolved", out
+    assert [t["state"] for t in out["targets"]] == ["skipped", "skipped"]
+    assert elapsed < 5.0
+    assert len(ticks) > 20, "the other Python thread ran while the call waited"
+
+
+def test_an_interrupt_token_triggered_from_another_thread_settles_at_once(registry):
+    token = connop.Interrupt()
+    fired = {}
+
+    def on_card(payload):
+        def stop():
+            fired["at"] = time.monotonic()
+            token.trigger()
+        threading.Timer(0.05, stop).start()
+
+    out = run(CONNECT, Gateway(), on_card=on_card, tick=30.0, deadline=60.0,
+              interrupt=token, registry=registry)
+    returned = time.monotonic()
+    assert out["settled_by"] == "interrupt"
+    assert {t["state"] for t in out["targets"]} == {"not_connected"}
+    assert returned - fired["at"] < 1.0
+    assert token.triggered
+    # Triggered until reset: a later call is interrupted before it waits.
+    again = run(CONNECT, Gateway(), tick=30.0, deadline=60.0, interrupt=token,
+                session_key="s2", registry=registry)
+    assert again["settled_by"] == "interrupt"
+    token.reset()
+    assert not token.triggered
+
+
+def test_the_operation_handle_interrupts_from_another_thread(registry):
+    results = {}
+
+    def worker():
+        results["out"] = run(CONNECT, Gateway(), tick=30.0, deadline=60.0, registry=registry,
+                             on_card=lambda p: results.setdefault("card", threading.Event()).set())
+
+    results["card"] = threading.Event()
+    thread = threading.Thread(target=worker)
+    thread.start()
+    assert results["card"].wait(10)
+    op = registry.current("s1")
+    assert op is not None and not op.settled
+    assert op.interrupt() is True
+    assert op.interrupt() is False, "settled once"
+    thread.join(10)
+    assert not thread.is_alive()
+    assert results["out"]["settled_by"] == "interrupt"
+    assert registry.current("s1") is None
+
+
+CTRL_C_CHILD = textwrap.dedent(
+    """
+    import json, sys, time
+    sys.path.insert(0, sys.argv[1])
+    import connop
+    from conftest import Gateway
+
+    class SlowReads(Gateway):
+        def account_status(self, connection_id, *, timeout=None):
+            time.sleep(2.0)  # Ctrl-C lands in the gateway object's own Python code
+            return super().account_status(connection_id, timeout=timeout)
+
+    def on_card(payload):
+        print("CARD", flush=True)
+
+    started = time.monotonic()
+    out = connop.manage_connections(
+        {"action": "connect", "connectors": ["gmail"]}, session_key="s1",
+        gateway=SlowReads() if sys.argv[2] == "slow" else Gateway(),
+        surface="desktop", on_card=on_card, tick=30.0, deadline=120.0)
+    print("RESULT " + json.dumps({"out": json.loads(out), "waited": time.monotonic() - started}),
+          flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("reads", ["parked", "slow"])
+def test_ctrl_c_in_the_waiting_thread_interrupts_the_operation(tmp_path, reads):
+    """Parked: the signal comes while the thread sleeps in Rust. Slow: while it runs the
+    gateway object's Python code, where it raises KeyboardInterrupt."""
+    script = tmp_path / "child.py"
+    script.write_text(CTRL_C_CHILD)
+    child = subprocess.Popen([sys.executable, str(script), os.path.dirname(__file__), reads],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = child.stdout.readline()
+        assert line.strip() == "CARD", line + child.stderr.read()
+        sent = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        stdout, stderr = child.communicate(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 0, stderr
+    result = json.loads(stdout.split("RESULT ", 1)[1])
+    assert result["out"]["settled_by"] == "interrupt"
+    assert result["out"]["targets"][0]["state"] == "not_connected"
+    assert took < 5.0

@@ -252,7 +252,7 @@ struct SimArgs {
     /// Accounts become active by themselves this many seconds after their mint.
     #[arg(long, value_name = "SECS")]
     auto_complete: Option<f64>,
-    /// Require this bearer token on every API route.
+    /// Require this bearer token on every /v1 and /sim route (consent pages stay open).
     #[arg(long, value_name = "T")]
     token: Option<String>,
 }

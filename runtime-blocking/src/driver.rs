@@ -45,6 +45,12 @@ fn no_result() -> ToolResult {
     ToolResult::Error("the operation ended without a result".into())
 }
 
+/// A waker that unparks the calling thread: what a driver loop on this thread (this one, or a
+/// host's own, as the Python module's) waits with between steps.
+pub fn thread_waker() -> Waker {
+    Waker::from(Arc::new(Unpark(std::thread::current())))
+}
+
 /// Unparks the driving thread.
 struct Unpark(std::thread::Thread);
 
@@ -60,7 +66,7 @@ impl Wake for Unpark {
 /// The loop of [`run_to_end`]. `unpark` leaves a token when it comes before `park`, so no
 /// wake-up is lost between the step and the park.
 fn run(op: &OpHandle) {
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let waker = thread_waker();
     let (mut answers, mut calls) = (Vec::new(), Vec::new());
     loop {
         match op.step(&mut answers, &mut calls, &waker) {

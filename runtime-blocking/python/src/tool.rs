@@ -12,7 +12,6 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 use serde_json::Value;
 use std::sync::{Arc, OnceLock};
-use std::task::{Wake, Waker};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
@@ -141,25 +140,13 @@ pub fn manage_connections(
     }
 }
 
-/// Unparks the driving thread.
-struct Unpark(std::thread::Thread);
-
-impl Wake for Unpark {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
-    }
-}
-
 /// The blocking driver's loop: step, start nothing (calls go to the starter), park until the
 /// next wake-up or a change. On the main thread the park is cut every [`SIGNAL_CHECK`] to
 /// run Python's signal handlers, just before parking again: a wake-up goes straight to the
 /// step that finishes, without taking the GIL. An exception from a handler (Ctrl-C's
 /// `KeyboardInterrupt`) interrupts the operation and is returned once it finished.
 fn drive(op: &OpHandle, main: bool) -> Option<PyErr> {
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let waker = connop_blocking::driver::thread_waker();
     let (mut answers, mut calls) = (Vec::new(), Vec::new());
     let mut signal = None;
     loop {

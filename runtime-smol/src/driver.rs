@@ -23,6 +23,7 @@ pub async fn run_to_end(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>) -> T
     let mut armed: Option<Instant> = None;
     let alarm = crate::timers::AlarmGuard::new();
     poll_fn(|cx| {
+        crate::timers::relay();
         loop {
             in_flight.retain_mut(|(id, call)| match Pin::new(call).poll(cx) {
                 Poll::Ready(answer) => {

@@ -7,12 +7,24 @@
 //! A slot does not hold the driver's waker itself but its [`Alarm`], which the driver empties
 //! when it ends: a wake-up filed far ahead (an operation's deadline, five minutes out) must
 //! not keep a finished operation's whole task allocated until then.
+//!
+//! A due slot is **relayed**: the timer thread wakes one of its drivers and leaves the rest to
+//! the first driver that runs next ([`relay`]), which wakes them from the executor's own thread.
+//! Woken one by one from this thread, an executor that keeps up goes back to sleep between
+//! two wakers and is woken again for each (a futex wake and two context switches per
+//! operation, every tick); woken from its own thread, a whole slot costs it one wake-up. If no
+//! driver runs within [`GRACE`] (an executor stalled), the timer thread wakes the rest itself.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::task::Waker;
 use std::thread::Thread;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// How long a relayed slot waits for a driver to wake the rest of it before the timer thread
+/// does.
+pub(crate) const GRACE: Duration = Duration::from_millis(2);
 
 /// One driver's way to be woken by the timers: filed under every slot it asked for, emptied
 /// when the driver ends (see [`AlarmGuard`]).
@@ -65,15 +77,20 @@ struct Slots {
     due: BTreeMap<Instant, Filed>,
     /// Emptied vectors, kept for the next slots (a steady tick allocates nothing).
     spare: Vec<Filed>,
+    /// Due slots left for a driver to wake, with when they were handed over.
+    relayed: Vec<(Instant, Filed)>,
 }
 
 struct Timers {
     slots: Mutex<Slots>,
+    /// `relayed` is not empty: a driver's [`relay`] has work (read without the lock).
+    relaying: AtomicBool,
     thread: Thread,
 }
 
+static TIMERS: OnceLock<Timers> = OnceLock::new();
+
 fn timers() -> &'static Timers {
-    static TIMERS: OnceLock<Timers> = OnceLock::new();
     TIMERS.get_or_init(|| {
         let thread = std::thread::Builder::new()
             .name("connop-timers".into())
@@ -83,7 +100,9 @@ fn timers() -> &'static Timers {
             slots: Mutex::new(Slots {
                 due: BTreeMap::new(),
                 spare: Vec::new(),
+                relayed: Vec::new(),
             }),
+            relaying: AtomicBool::new(false),
             thread: thread.thread().clone(),
         }
     })
@@ -99,7 +118,7 @@ fn file(at: Instant, alarm: &Arc<Alarm>) {
     let earliest = {
         let mut slots = lock(timers);
         let earliest = slots.due.keys().next().is_none_or(|first| at < *first);
-        let Slots { due, spare } = &mut *slots;
+        let Slots { due, spare, .. } = &mut *slots;
         due.entry(at)
             .or_insert_with(|| spare.pop().unwrap_or_default())
             .push(alarm.clone());
@@ -110,31 +129,76 @@ fn file(at: Instant, alarm: &Arc<Alarm>) {
     }
 }
 
-/// The timer thread: waits for the earliest slot, wakes its wakers outside the lock.
+/// Wakes the drivers of every relayed slot, from the calling driver's thread. Called by
+/// every driver each time it runs: one relaxed load when there is nothing to relay.
+pub(crate) fn relay() {
+    let Some(timers) = TIMERS.get() else { return };
+    if !timers.relaying.load(Ordering::Relaxed) {
+        return;
+    }
+    let relayed = {
+        let mut slots = lock(timers);
+        timers.relaying.store(false, Ordering::Relaxed);
+        std::mem::take(&mut slots.relayed)
+    };
+    wake_all(timers, relayed.into_iter().map(|(_, alarms)| alarms));
+}
+
+/// Fires every alarm of `batches`, outside the lock, and keeps their emptied vectors.
+fn wake_all(timers: &Timers, batches: impl IntoIterator<Item = Filed>) {
+    for mut alarms in batches {
+        for alarm in alarms.drain(..) {
+            alarm.fire();
+        }
+        let mut slots = lock(timers);
+        if slots.spare.len() < 64 {
+            slots.spare.push(alarms);
+        }
+    }
+}
+
+/// The timer thread: waits for the earliest slot; wakes one driver of each due slot and
+/// relays the rest ([`relay`]); wakes itself what no driver took within [`GRACE`].
 fn run() {
     let timers = timers();
     let mut firing: Vec<Filed> = Vec::new();
+    let mut leaders: Vec<Arc<Alarm>> = Vec::new();
     loop {
         let next = {
             let mut slots = lock(timers);
             let now = Instant::now();
-            while let Some(entry) = slots.due.first_entry() {
+            let Slots { due, relayed, .. } = &mut *slots;
+            while let Some(entry) = due.first_entry() {
                 if *entry.key() > now {
                     break;
                 }
-                firing.push(entry.remove());
+                let mut alarms = entry.remove();
+                if let Some(leader) = alarms.pop() {
+                    leaders.push(leader);
+                }
+                if !alarms.is_empty() {
+                    relayed.push((now, alarms));
+                }
             }
-            slots.due.keys().next().copied()
+            // Not taken in time: this thread wakes them.
+            let stale = relayed
+                .iter()
+                .position(|(at, _)| now.saturating_duration_since(*at) < GRACE)
+                .unwrap_or(relayed.len());
+            firing.extend(relayed.drain(..stale).map(|(_, alarms)| alarms));
+            timers
+                .relaying
+                .store(!relayed.is_empty(), Ordering::Relaxed);
+            let grace = relayed.first().map(|(at, _)| *at + GRACE);
+            match (due.keys().next().copied(), grace) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
         };
-        for mut alarms in firing.drain(..) {
-            for alarm in alarms.drain(..) {
-                alarm.fire();
-            }
-            let mut slots = lock(timers);
-            if slots.spare.len() < 64 {
-                slots.spare.push(alarms);
-            }
+        for leader in leaders.drain(..) {
+            leader.fire();
         }
+        wake_all(timers, firing.drain(..));
         match next {
             Some(at) => std::thread::park_timeout(at.saturating_duration_since(Instant::now())),
             None => std::thread::park(),
@@ -177,6 +241,57 @@ mod tests {
         for _ in 0..3 {
             let woke = rx.recv_timeout(Duration::from_secs(5)).expect("woken");
             assert!(woke >= later, "{:?}", woke - start);
+        }
+    }
+
+    /// Tells the thread that woke it.
+    struct Who(Mutex<Sender<std::thread::ThreadId>>);
+
+    impl Wake for Who {
+        fn wake(self: Arc<Self>) {
+            let _ = self.0.lock().unwrap().send(std::thread::current().id());
+        }
+    }
+
+    #[test]
+    fn the_timer_thread_wakes_one_driver_of_a_slot_and_the_next_relay_the_rest() {
+        let (tx, rx) = channel();
+        let waker = Waker::from(Arc::new(Who(Mutex::new(tx))));
+        // A slot of its own: no other test files under this instant.
+        let at = Instant::now() + Duration::from_millis(37);
+        let alarms: Vec<AlarmGuard> = (0..3).map(|_| AlarmGuard::new()).collect();
+        for alarm in &alarms {
+            alarm.wake_at(at, &waker);
+        }
+        let leader = rx.recv_timeout(Duration::from_secs(5)).expect("one woken");
+        let woken_at = Instant::now();
+        assert_ne!(leader, std::thread::current().id());
+        relay();
+        let me = std::thread::current().id();
+        for _ in 0..2 {
+            let by = rx.recv_timeout(Duration::from_secs(5)).expect("the rest woken");
+            // Unless this thread lost the CPU past the grace (the timer thread then woke
+            // them), the relay did, here.
+            if woken_at.elapsed() < GRACE {
+                assert_eq!(by, me, "the relay wakes the rest of the slot on its own thread");
+            }
+        }
+        assert!(rx.try_recv().is_err(), "each driver woken once");
+    }
+
+    #[test]
+    fn a_slot_no_driver_relays_is_woken_by_the_timer_thread_after_the_grace() {
+        let (tx, rx) = channel();
+        let waker = Waker::from(Arc::new(Tell(Mutex::new(tx))));
+        let at = Instant::now() + Duration::from_millis(41);
+        let alarms: Vec<AlarmGuard> = (0..4).map(|_| AlarmGuard::new()).collect();
+        for alarm in &alarms {
+            alarm.wake_at(at, &waker);
+        }
+        // No relay() here: a stalled executor must not lose the rest of the slot.
+        for _ in 0..4 {
+            let woke = rx.recv_timeout(Duration::from_secs(5)).expect("every driver woken");
+            assert!(woke >= at);
         }
     }
 

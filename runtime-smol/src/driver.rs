@@ -42,10 +42,8 @@ pub async fn run_to_end(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>) -> T
                         continue;
                     }
                     if let Some(at) = at {
-                        if at <= Instant::now() {
-                            armed = None;
-                            continue;
-                        }
+                        // Already past (the step just fired what was due at its own now):
+                        // the timers wake us at once.
                         if armed != Some(at) {
                             alarm.wake_at(at, cx.waker());
                             armed = Some(at);

@@ -405,7 +405,6 @@ impl OpHandle {
         calls: &mut Vec<DriverCall>,
         waker: &Waker,
     ) -> Next {
-        let me = std::thread::current().id();
         let env = &self.0.env;
         let clock = &*env.clock;
         let driver_calls = env.calls.is_none();
@@ -458,7 +457,8 @@ impl OpHandle {
                 state.settle_queue(driver_calls);
                 return Next::Sleep(state.park(clock, waker, wake.map(|wake| wake.at)));
             }
-            state.pump = Some(me);
+            // Read only here: a steady tick never pumps.
+            state.pump = Some(std::thread::current().id());
             drop(state);
             self.run_pump();
         }

@@ -269,11 +269,16 @@ mod tests {
         relay();
         let me = std::thread::current().id();
         for _ in 0..2 {
-            let by = rx.recv_timeout(Duration::from_secs(5)).expect("the rest woken");
+            let by = rx
+                .recv_timeout(Duration::from_secs(5))
+                .expect("the rest woken");
             // Unless this thread lost the CPU past the grace (the timer thread then woke
             // them), the relay did, here.
             if woken_at.elapsed() < GRACE {
-                assert_eq!(by, me, "the relay wakes the rest of the slot on its own thread");
+                assert_eq!(
+                    by, me,
+                    "the relay wakes the rest of the slot on its own thread"
+                );
             }
         }
         assert!(rx.try_recv().is_err(), "each driver woken once");
@@ -290,7 +295,9 @@ mod tests {
         }
         // No relay() here: a stalled executor must not lose the rest of the slot.
         for _ in 0..4 {
-            let woke = rx.recv_timeout(Duration::from_secs(5)).expect("every driver woken");
+            let woke = rx
+                .recv_timeout(Duration::from_secs(5))
+                .expect("every driver woken");
             assert!(woke >= at);
         }
     }

@@ -1,7 +1,35 @@
 //! What every listener of the application shares: its `listener up` and `listener down`
-//! log lines, and the back-off after a failed accept.
+//! log lines, the back-off after a failed accept, and the accept loop of its HTTP listeners.
 
+use smol::net::{TcpListener, TcpStream};
+use std::future::Future;
 use std::time::Duration;
+
+/// Accepts on `listener`, named `name` in the log, until the future is dropped: each
+/// connection is served by `connection`, as a task of the loop's own executor (dropped with
+/// it). A failed accept backs off and never ends the listener.
+pub async fn serve_connections<F, Fut>(listener: TcpListener, name: String, connection: F)
+where
+    F: Fn(TcpStream) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let log = ListenerLog::up(name);
+    let ex = smol::Executor::new();
+    let mut backoff = AcceptBackoff::default();
+    ex.run(async {
+        loop {
+            match listener.accept().await {
+                Ok((stream, _)) => {
+                    backoff.accepted(log.name());
+                    ex.spawn(connection(stream)).detach();
+                }
+                // Out of file descriptors and the like: back off, keep serving.
+                Err(error) => backoff.wait_after(log.name(), &error).await,
+            }
+        }
+    })
+    .await
+}
 
 /// Logs `listener up` now and `listener down` when dropped (with the accept loop that holds
 /// it, at shutdown).

@@ -23,7 +23,7 @@ mod sessions;
 
 pub use error::ApiError;
 
-use crate::app::net::{AcceptBackoff, ListenerLog};
+use crate::app::net::serve_connections;
 use crate::app::store::{self, Database, RunSignals, Store, StoreError};
 use crate::app::sync::{Count, CountGuard};
 use connop_blocking::SystemClock;
@@ -113,27 +113,10 @@ impl Api {
 
     /// Serves the API on `listener` until the future is dropped.
     pub async fn serve(self: Arc<Self>, listener: TcpListener) {
-        let log = ListenerLog::up(
-            listener
-                .local_addr()
-                .map_or_else(|_| "http".to_owned(), |a| format!("http:{a}")),
-        );
-        let name = log.name();
-        let ex = smol::Executor::new();
-        let mut backoff = AcceptBackoff::default();
-        ex.run(async {
-            loop {
-                match listener.accept().await {
-                    Ok((stream, _)) => {
-                        backoff.accepted(name);
-                        ex.spawn(self.clone().connection(stream)).detach();
-                    }
-                    // Out of file descriptors and the like: back off, keep serving.
-                    Err(error) => backoff.wait_after(name, &error).await,
-                }
-            }
-        })
-        .await
+        let name = listener
+            .local_addr()
+            .map_or_else(|_| "http".to_owned(), |a| format!("http:{a}"));
+        serve_connections(listener, name, |stream| self.clone().connection(stream)).await
     }
 
     async fn connection(self: Arc<Self>, stream: TcpStream) {

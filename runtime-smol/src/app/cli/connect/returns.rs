@@ -7,7 +7,7 @@
 //! It is a small HTTP/1.1 server on `127.0.0.1:0` on its own thread; dropping the
 //! [`ReturnListener`] stops it.
 
-use crate::app::net::{AcceptBackoff, ListenerLog};
+use crate::app::net::serve_connections;
 use connop_blocking::{OpHandle, SharedRegistry};
 use futures_lite::FutureExt;
 use http_body_util::Full;
@@ -164,19 +164,8 @@ impl Drop for ReturnListener {
 
 /// Accepts until dropped; a failed accept backs off and never ends the listener.
 async fn serve(listener: TcpListener, name: String, on_return: OnReturn) {
-    let log = ListenerLog::up(name);
-    let ex = smol::Executor::new();
-    let mut backoff = AcceptBackoff::default();
-    ex.run(async {
-        loop {
-            match listener.accept().await {
-                Ok((stream, _)) => {
-                    backoff.accepted(log.name());
-                    ex.spawn(connection(stream, on_return.clone())).detach();
-                }
-                Err(error) => backoff.wait_after(log.name(), &error).await,
-            }
-        }
+    serve_connections(listener, name, |stream| {
+        connection(stream, on_return.clone())
     })
     .await
 }

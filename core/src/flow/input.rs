@@ -142,7 +142,7 @@ mod tests {
     use super::*;
     use crate::flow::{Effect, FlowConfig};
     use crate::registry::RegistryKey;
-    use crate::tool_gateway::{GatewayCall, MintRow, MintStatus};
+    use crate::tool_gateway::GatewayCall;
     use serde_json::json;
 
     fn start(now: Timestamp) -> Flow {
@@ -155,18 +155,7 @@ mod tests {
         let GatewayCall::Mint(mint) = call else {
             panic!("the first call is the mint: {call:?}")
         };
-        GatewayReply::Minted(
-            mint.connectors
-                .iter()
-                .map(|name| MintRow {
-                    connector: name.clone(),
-                    status: MintStatus::Initiated,
-                    connect_url: Some(format!("https://c/{name}").into()),
-                    connection_id: Some(format!("ca_{name}").into()),
-                    status_reason: None,
-                })
-                .collect(),
-        )
+        super::super::testing::minted(mint)
     }
 
     /// Drains the effects; answers the registry and the mint through `handle_input`.

@@ -22,6 +22,8 @@
 mod host_tests;
 mod input;
 mod prepare;
+#[cfg(test)]
+mod testing;
 mod watch;
 
 use crate::card::{AnswerKind, CardAnswer, CardReply};

@@ -348,8 +348,7 @@ mod tests {
     use crate::registry::RegistryKey;
     use crate::time::Timestamp;
     use crate::tool_gateway::{
-        Account, AccountStatus, CallId, GatewayCall, GatewayError, GatewayReply, MintRow,
-        MintStatus,
+        Account, AccountStatus, CallId, GatewayCall, GatewayError, GatewayReply,
     };
     use serde_json::json;
     use std::time::Duration;
@@ -376,19 +375,8 @@ mod tests {
                     id,
                     call: GatewayCall::Mint(mint),
                 } => {
-                    let rows = mint
-                        .connectors
-                        .iter()
-                        .map(|name| MintRow {
-                            connector: name.clone(),
-                            status: MintStatus::Initiated,
-                            connect_url: Some(format!("https://c/{name}").into()),
-                            connection_id: Some(format!("ca_{name}").into()),
-                            status_reason: None,
-                        })
-                        .collect();
-                    flow.handle_gateway(id, Ok(GatewayReply::Minted(rows)), T0)
-                        .unwrap();
+                    let minted = super::super::testing::minted(&mint);
+                    flow.handle_gateway(id, Ok(minted), T0).unwrap();
                 }
                 Effect::Call { id, .. } => reads.push(id),
                 _ => {}

@@ -134,11 +134,14 @@ fn connect_serves_a_loopback_return_url_and_each_return_reads_at_once() {
     // A hosted tool gateway (here the simulated one in this process) with
     // CONNOP_RETURN_URL=loopback: the mint carries the loopback returnTo.
     let sim = SimToolGateway::start(SimOptions::default().token(TOKEN)).expect("sim starts");
-    // Each account answers pending on its first read and active from its second: with a
-    // 60 s tick, only a return connects it before the deadline.
-    sim.apply_state(
-        json!({"scripts": {"gmail": ["pending", "active"], "notion": ["pending", "active"]}}),
-    )
+    // With a 60 s tick, only a return reads an account again before the deadline. gmail
+    // answers active from its second read (the first return's). notion from its third: its
+    // second is the one every change brings (gmail's connection wakes every live row), so
+    // only the second return connects it, and the command is still there to answer it.
+    sim.apply_state(json!({"scripts": {
+        "gmail": ["pending", "active"],
+        "notion": ["pending", "pending", "active"],
+    }}))
     .expect("state");
     let mut command = support::connop();
     command

@@ -173,25 +173,22 @@ fn camel(row: &Value) -> Value {
     Value::Object(out)
 }
 
+/// The rows of an answer that is either the list itself or an object holding it under `key`.
+fn rows_of(answer: Value, key: &str, missing: &'static str) -> Result<Vec<Value>, GatewayError> {
+    match answer {
+        Value::Array(rows) => Ok(rows),
+        Value::Object(mut map) => match map.remove(key) {
+            Some(Value::Array(rows)) => Ok(rows),
+            _ => Err(GatewayError::invalid(missing)),
+        },
+        _ => Err(GatewayError::invalid(missing)),
+    }
+}
+
 /// `list_connectors` answers a list of rows (or `{"items": [...]}`). Each row is kept
 /// verbatim for the status action.
 fn list_rows(answer: Value) -> Result<Vec<ConnectorRow>, GatewayError> {
-    let items = match answer {
-        Value::Array(items) => items,
-        Value::Object(mut map) => match map.remove("items") {
-            Some(Value::Array(items)) => items,
-            _ => {
-                return Err(GatewayError::invalid(
-                    "list_connectors answered no list of rows",
-                ));
-            }
-        },
-        _ => {
-            return Err(GatewayError::invalid(
-                "list_connectors answered no list of rows",
-            ));
-        }
-    };
+    let items = rows_of(answer, "items", "list_connectors answered no list of rows")?;
     items
         .into_iter()
         .map(|raw| {
@@ -204,22 +201,7 @@ fn list_rows(answer: Value) -> Result<Vec<ConnectorRow>, GatewayError> {
 
 /// `connections` answers `{"results": [...], "summary": ...}` (or the list of results).
 fn mint_rows(answer: Value) -> Result<Vec<MintRow>, GatewayError> {
-    let results = match answer {
-        Value::Array(results) => results,
-        Value::Object(mut map) => match map.remove("results") {
-            Some(Value::Array(results)) => results,
-            _ => {
-                return Err(GatewayError::invalid(
-                    "connections answered no 'results' list",
-                ));
-            }
-        },
-        _ => {
-            return Err(GatewayError::invalid(
-                "connections answered no 'results' list",
-            ));
-        }
-    };
+    let results = rows_of(answer, "results", "connections answered no 'results' list")?;
     results
         .iter()
         .map(|row| MintRow::from_json(&camel(row)))

@@ -167,7 +167,11 @@ fn run() {
         let next = {
             let mut slots = lock(timers);
             let now = Instant::now();
-            let Slots { due, relayed, .. } = &mut *slots;
+            let Slots {
+                due,
+                relayed,
+                spare,
+            } = &mut *slots;
             while let Some(entry) = due.first_entry() {
                 if *entry.key() > now {
                     break;
@@ -178,6 +182,9 @@ fn run() {
                 }
                 if !alarms.is_empty() {
                     relayed.push((now, alarms));
+                } else if spare.len() < 64 {
+                    // A slot of one: its vector is kept like any other.
+                    spare.push(alarms);
                 }
             }
             // Not taken in time: this thread wakes them.

@@ -21,7 +21,8 @@ use connop_smol::app::sim_gateway::{CATALOG, SimOptions, SimToolGateway};
 use isahc::ReadResponseExt;
 use isahc::config::{Configurable, RedirectPolicy};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Write};
+use std::fmt::Display;
+use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
@@ -104,21 +105,68 @@ fn hidden_value(html: &str, name: &str) -> Option<String> {
     Some(rest[start..start + end].to_owned())
 }
 
+// ---- the binary ---------------------------------------------------------------------------
+
+/// `connop <args>` against the simulated gateway, at the default tick.
+fn connop(sim: &SimToolGateway, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_connop"));
+    command
+        .args(args)
+        .args(["--tick", "1", "--deadline", "300"])
+        .env("CONNECTOR_GATEWAY_URL", sim.url())
+        .env("CONNECTOR_GATEWAY_TOKEN", TOKEN);
+    command
+}
+
+/// The lines a child writes to one pipe, each with when it was read.
+struct Lines<T>(Receiver<(T, Instant)>);
+
+impl<T: Display + Send + 'static> Lines<T> {
+    fn follow(pipe: impl Read + Send + 'static, parse: fn(String) -> T) -> Self {
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines() {
+                let Ok(line) = line else { break };
+                let at = Instant::now();
+                if tx.send((parse(line), at)).is_err() {
+                    break;
+                }
+            }
+        });
+        Lines(lines)
+    }
+
+    /// The next line that satisfies `want`, with when it was read (others are dropped).
+    fn until(&self, what: &str, want: impl Fn(&T) -> bool) -> (T, Instant) {
+        let end = Instant::now() + BOUND;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            let (line, at) = self
+                .0
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no {what} within {BOUND:?}"));
+            if want(&line) {
+                return (line, at);
+            }
+            if std::env::var("BENCH_DEBUG").is_ok() {
+                eprintln!("skipped: {line}");
+            }
+        }
+    }
+}
+
 // ---- desktop: connop gateway over stdio --------------------------------------------------------
 
 struct Rpc {
     child: Child,
     stdin: std::process::ChildStdin,
-    lines: Receiver<(Value, Instant)>,
+    lines: Lines<Value>,
     next_id: u64,
 }
 
 impl Rpc {
     fn start(sim: &SimToolGateway) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_connop"))
-            .args(["gateway", "--tick", "1", "--deadline", "300"])
-            .env("CONNECTOR_GATEWAY_URL", sim.url())
-            .env("CONNECTOR_GATEWAY_TOKEN", TOKEN)
+        let mut child = connop(sim, &["gateway"])
             .env("RUST_LOG", "warn")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -127,16 +175,8 @@ impl Rpc {
             .expect("connop runs");
         let stdin = child.stdin.take().expect("stdin");
         let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let at = Instant::now();
-                let value: Value = serde_json::from_str(&line).expect("a JSON line");
-                if tx.send((value, at)).is_err() {
-                    break;
-                }
-            }
+        let lines = Lines::follow(stdout, |line| {
+            serde_json::from_str(&line).expect("a JSON line")
         });
         Rpc {
             child,
@@ -155,22 +195,8 @@ impl Rpc {
         id
     }
 
-    /// The next line that satisfies `want`, with when it was read (others are dropped).
     fn until(&self, what: &str, want: impl Fn(&Value) -> bool) -> (Value, Instant) {
-        let until = Instant::now() + BOUND;
-        loop {
-            let left = until.saturating_duration_since(Instant::now());
-            let (line, at) = self
-                .lines
-                .recv_timeout(left)
-                .unwrap_or_else(|_| panic!("no {what} within {BOUND:?}"));
-            if want(&line) {
-                return (line, at);
-            }
-            if std::env::var("BENCH_DEBUG").is_ok() {
-                eprintln!("skipped: {line}");
-            }
-        }
+        self.lines.until(what, want)
     }
 
     fn event(&self, kind: &str, want: impl Fn(&Value) -> bool) -> (Value, Instant) {
@@ -247,12 +273,10 @@ fn terminal(sim: &SimToolGateway, n: usize, rng: &mut Rng) -> Vec<Duration> {
     let mut samples = Vec::with_capacity(n);
     while samples.len() < n {
         sim.reset();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_connop"))
-            .arg("connect")
+        let mut command = connop(sim, &["connect"]);
+        let mut child = command
             .args(CATALOG)
-            .args(["--tick", "1", "--deadline", "300", "--json"])
-            .env("CONNECTOR_GATEWAY_URL", sim.url())
-            .env("CONNECTOR_GATEWAY_TOKEN", TOKEN)
+            .arg("--json")
             .env("CONNOP_RETURN_URL", "loopback")
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
@@ -260,32 +284,8 @@ fn terminal(sim: &SimToolGateway, n: usize, rng: &mut Rng) -> Vec<Duration> {
             .stderr(Stdio::piped())
             .spawn()
             .expect("connop connect runs");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, lines) = channel::<(String, Instant)>();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if tx.send((line, Instant::now())).is_err() {
-                    break;
-                }
-            }
-        });
-        let until = |what: &str, want: &dyn Fn(&str) -> bool| -> (String, Instant) {
-            let end = Instant::now() + BOUND;
-            loop {
-                let left = end.saturating_duration_since(Instant::now());
-                let (line, at) = lines
-                    .recv_timeout(left)
-                    .unwrap_or_else(|_| panic!("no {what} within {BOUND:?}"));
-                if want(&line) {
-                    return (line, at);
-                }
-                if std::env::var("BENCH_DEBUG").is_ok() {
-                    eprintln!("skipped: {line}");
-                }
-            }
-        };
-        let (up, _) = until("the return listener", &|l| {
+        let lines = Lines::follow(child.stderr.take().expect("stderr"), |line| line);
+        let (up, _) = lines.until("the return listener", |l| {
             l.contains("listener up") && l.contains("return:")
         });
         let return_url = up[up.find("return:").expect("return:") + 7..]
@@ -294,7 +294,7 @@ fn terminal(sim: &SimToolGateway, n: usize, rng: &mut Rng) -> Vec<Duration> {
             .expect("a URL")
             .trim_matches('"')
             .to_owned();
-        let (card, _) = until("the card", &|l| l.starts_with("card:"));
+        let (card, _) = lines.until("the card", |l| l.starts_with("card:"));
         for (name, link) in links(&card) {
             let connection_id = link.rsplit('/').next().unwrap_or_default().to_owned();
             std::thread::sleep(rng.part_of_a_tick());
@@ -309,7 +309,7 @@ fn terminal(sim: &SimToolGateway, n: usize, rng: &mut Rng) -> Vec<Duration> {
                 .unwrap_or_else(|e| panic!("the return URL {back} answers: {e}"));
             let _ = page.text();
             let change = format!("{name}: initiated -> connected");
-            let (_, seen) = until(&change, &|l| l.starts_with(&change));
+            let (_, seen) = lines.until(&change, |l| l.starts_with(&change));
             if samples.len() < n {
                 samples.push(seen - decided);
             }

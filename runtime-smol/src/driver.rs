@@ -11,7 +11,6 @@ use serde_json::Value;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::Instant;
 
 /// Drives an operation until its tool call returns, and returns the result. Its gateway
 /// calls (those the driver starts) go to `gateway`, each as a future polled inside this one.
@@ -19,9 +18,8 @@ pub async fn run_to_end(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>) -> T
     let mut in_flight: Vec<(CallId, GatewayFuture)> = Vec::new();
     let mut answers: Vec<Answer> = Vec::new();
     let mut calls: Vec<DriverCall> = Vec::new();
-    // The wake-up filed with the timers, if any; the alarm is emptied when this ends.
-    let mut armed: Option<Instant> = None;
-    let alarm = crate::timers::AlarmGuard::new();
+    // The wake-up filed with the timers, taken back when this ends.
+    let mut alarm = crate::timers::AlarmGuard::new();
     poll_fn(|cx| {
         crate::timers::relay();
         loop {
@@ -44,10 +42,7 @@ pub async fn run_to_end(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>) -> T
                     if let Some(at) = at {
                         // Already past (the step just fired what was due at its own now):
                         // the timers wake us at once.
-                        if armed != Some(at) {
-                            alarm.wake_at(at, cx.waker());
-                            armed = Some(at);
-                        }
+                        alarm.wake_at(at, cx.waker());
                     }
                     return Poll::Pending;
                 }

@@ -4,9 +4,11 @@
 //! under it. One wake-up per slot, not per operation, and no per-operation timer to re-arm
 //! in a reactor on every tick.
 //!
-//! A slot does not hold the driver's waker itself but its [`Alarm`], which the driver empties
-//! when it ends: a wake-up filed far ahead (an operation's deadline, five minutes out) must
-//! not keep a finished operation's whole task allocated until then.
+//! A slot holds the drivers' wakers themselves: firing one touches only the task it wakes, which
+//! the executor is about to run anyway (no cell of its own to visit first, often on a page
+//! nothing else of the operation needs). A driver that ends takes back a wake-up it filed ahead
+//! ([`AlarmGuard`]): one filed far out (an operation's deadline, five minutes away) must not keep
+//! a finished operation's whole task allocated until then.
 //!
 //! A due slot is **relayed**: the timer thread wakes one of its drivers and leaves the rest to
 //! the first driver that runs next ([`relay`]), which wakes them from the executor's own thread.
@@ -17,7 +19,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::task::Waker;
 use std::thread::Thread;
 use std::time::{Duration, Instant};
@@ -26,52 +28,46 @@ use std::time::{Duration, Instant};
 /// does.
 pub(crate) const GRACE: Duration = Duration::from_millis(2);
 
-/// One driver's way to be woken by the timers: filed under every slot it asked for, emptied
-/// when the driver ends (see [`AlarmGuard`]).
+/// A driver's filed wake-up, taken back when the driver ends (finished or dropped) or moves
+/// it earlier.
 #[derive(Default)]
-pub(crate) struct Alarm {
-    waker: Mutex<Option<Waker>>,
+pub(crate) struct AlarmGuard {
+    /// The latest instant filed and not known to have fired, with the waker filed under it.
+    armed: Option<(Instant, Waker)>,
 }
-
-impl Alarm {
-    fn waker(&self) -> MutexGuard<'_, Option<Waker>> {
-        self.waker.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn fire(&self) {
-        if let Some(waker) = self.waker().as_ref() {
-            waker.wake_by_ref();
-        }
-    }
-}
-
-/// A driver's [`Alarm`], emptied when the driver ends (finished or dropped).
-pub(crate) struct AlarmGuard(Arc<Alarm>);
 
 impl AlarmGuard {
     pub(crate) fn new() -> Self {
-        AlarmGuard(Arc::new(Alarm::default()))
+        AlarmGuard::default()
     }
 
     /// Wakes `waker` at `at` (or a little after, never before).
-    pub(crate) fn wake_at(&self, at: Instant, waker: &Waker) {
-        {
-            let mut slot = self.0.waker();
-            if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
-                *slot = Some(waker.clone());
+    pub(crate) fn wake_at(&mut self, at: Instant, waker: &Waker) {
+        if let Some((filed, old)) = self.armed.take() {
+            if filed == at && old.will_wake(waker) {
+                self.armed = Some((filed, old));
+                return;
+            }
+            // Filed later than the new one: take it back now. One filed earlier fires
+            // soon (a spurious wake-up the driver ignores) and holds the task only until then.
+            if filed > at {
+                unfile(filed, &old);
             }
         }
-        file(at, &self.0);
+        file(at, waker.clone());
+        self.armed = Some((at, waker.clone()));
     }
 }
 
 impl Drop for AlarmGuard {
     fn drop(&mut self) {
-        self.0.waker().take();
+        if let Some((at, waker)) = self.armed.take() {
+            unfile(at, &waker);
+        }
     }
 }
 
-type Filed = Vec<Arc<Alarm>>;
+type Filed = Vec<Waker>;
 
 struct Slots {
     due: BTreeMap<Instant, Filed>,
@@ -112,8 +108,8 @@ fn lock(timers: &Timers) -> MutexGuard<'_, Slots> {
     timers.slots.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Files `alarm` under `at`.
-fn file(at: Instant, alarm: &Arc<Alarm>) {
+/// Files `waker` under `at`.
+fn file(at: Instant, waker: Waker) {
     let timers = timers();
     let earliest = {
         let mut slots = lock(timers);
@@ -121,12 +117,36 @@ fn file(at: Instant, alarm: &Arc<Alarm>) {
         let Slots { due, spare, .. } = &mut *slots;
         due.entry(at)
             .or_insert_with(|| spare.pop().unwrap_or_default())
-            .push(alarm.clone());
+            .push(waker);
         earliest
     };
     if earliest {
         timers.thread.unpark();
     }
+}
+
+/// Takes back `waker`'s filing under `at`, if that slot has not come due yet.
+fn unfile(at: Instant, waker: &Waker) {
+    let Some(timers) = TIMERS.get() else { return };
+    let taken = {
+        let mut slots = lock(timers);
+        let Some(filed) = slots.due.get_mut(&at) else {
+            return;
+        };
+        let Some(i) = filed.iter().position(|w| w.will_wake(waker)) else {
+            return;
+        };
+        let taken = filed.swap_remove(i);
+        if filed.is_empty() {
+            let filed = slots.due.remove(&at).unwrap_or_default();
+            if slots.spare.len() < 64 {
+                slots.spare.push(filed);
+            }
+        }
+        taken
+    };
+    // Dropped outside the lock: it may be the task's last reference.
+    drop(taken);
 }
 
 /// Wakes the drivers of every relayed slot, from the calling driver's thread. Called by
@@ -141,18 +161,18 @@ pub(crate) fn relay() {
         timers.relaying.store(false, Ordering::Relaxed);
         std::mem::take(&mut slots.relayed)
     };
-    wake_all(timers, relayed.into_iter().map(|(_, alarms)| alarms));
+    wake_all(timers, relayed.into_iter().map(|(_, wakers)| wakers));
 }
 
-/// Fires every alarm of `batches`, outside the lock, and keeps their emptied vectors.
+/// Wakes every waker of `batches`, outside the lock, and keeps their emptied vectors.
 fn wake_all(timers: &Timers, batches: impl IntoIterator<Item = Filed>) {
-    for mut alarms in batches {
-        for alarm in alarms.drain(..) {
-            alarm.fire();
+    for mut wakers in batches {
+        for waker in wakers.drain(..) {
+            waker.wake();
         }
         let mut slots = lock(timers);
         if slots.spare.len() < 64 {
-            slots.spare.push(alarms);
+            slots.spare.push(wakers);
         }
     }
 }
@@ -162,7 +182,7 @@ fn wake_all(timers: &Timers, batches: impl IntoIterator<Item = Filed>) {
 fn run() {
     let timers = timers();
     let mut firing: Vec<Filed> = Vec::new();
-    let mut leaders: Vec<Arc<Alarm>> = Vec::new();
+    let mut leaders: Vec<Waker> = Vec::new();
     loop {
         let next = {
             let mut slots = lock(timers);
@@ -176,15 +196,15 @@ fn run() {
                 if *entry.key() > now {
                     break;
                 }
-                let mut alarms = entry.remove();
-                if let Some(leader) = alarms.pop() {
+                let mut wakers = entry.remove();
+                if let Some(leader) = wakers.pop() {
                     leaders.push(leader);
                 }
-                if !alarms.is_empty() {
-                    relayed.push((now, alarms));
+                if !wakers.is_empty() {
+                    relayed.push((now, wakers));
                 } else if spare.len() < 64 {
                     // A slot of one: its vector is kept like any other.
-                    spare.push(alarms);
+                    spare.push(wakers);
                 }
             }
             // Not taken in time: this thread wakes them.
@@ -192,7 +212,7 @@ fn run() {
                 .iter()
                 .position(|(at, _)| now.saturating_duration_since(*at) < GRACE)
                 .unwrap_or(relayed.len());
-            firing.extend(relayed.drain(..stale).map(|(_, alarms)| alarms));
+            firing.extend(relayed.drain(..stale).map(|(_, wakers)| wakers));
             timers
                 .relaying
                 .store(!relayed.is_empty(), Ordering::Relaxed);
@@ -203,7 +223,7 @@ fn run() {
             }
         };
         for leader in leaders.drain(..) {
-            leader.fire();
+            leader.wake();
         }
         wake_all(timers, firing.drain(..));
         match next {
@@ -236,12 +256,12 @@ mod tests {
         let start = Instant::now();
         let later = start + Duration::from_millis(60);
         let sooner = start + Duration::from_millis(20);
-        let alarms: Vec<AlarmGuard> = (0..3).map(|_| AlarmGuard::new()).collect();
-        for alarm in &alarms {
+        let mut alarms: Vec<AlarmGuard> = (0..3).map(|_| AlarmGuard::new()).collect();
+        for alarm in &mut alarms {
             alarm.wake_at(later, &waker);
         }
         // Filed after a later slot, an earlier one still fires first.
-        let early = AlarmGuard::new();
+        let mut early = AlarmGuard::new();
         early.wake_at(sooner, &waker);
         let first = rx.recv_timeout(Duration::from_secs(5)).expect("woken");
         assert!(first >= sooner && first < later, "{:?}", first - start);
@@ -266,8 +286,8 @@ mod tests {
         let waker = Waker::from(Arc::new(Who(Mutex::new(tx))));
         // A slot of its own: no other test files under this instant.
         let at = Instant::now() + Duration::from_millis(37);
-        let alarms: Vec<AlarmGuard> = (0..3).map(|_| AlarmGuard::new()).collect();
-        for alarm in &alarms {
+        let mut alarms: Vec<AlarmGuard> = (0..3).map(|_| AlarmGuard::new()).collect();
+        for alarm in &mut alarms {
             alarm.wake_at(at, &waker);
         }
         let leader = rx.recv_timeout(Duration::from_secs(5)).expect("one woken");
@@ -296,8 +316,8 @@ mod tests {
         let (tx, rx) = channel();
         let waker = Waker::from(Arc::new(Tell(Mutex::new(tx))));
         let at = Instant::now() + Duration::from_millis(41);
-        let alarms: Vec<AlarmGuard> = (0..4).map(|_| AlarmGuard::new()).collect();
-        for alarm in &alarms {
+        let mut alarms: Vec<AlarmGuard> = (0..4).map(|_| AlarmGuard::new()).collect();
+        for alarm in &mut alarms {
             alarm.wake_at(at, &waker);
         }
         // No relay() here: a stalled executor must not lose the rest of the slot.
@@ -314,13 +334,13 @@ mod tests {
         let (tx, _rx) = channel();
         let tell = Arc::new(Tell(Mutex::new(tx)));
         let waker = Waker::from(tell.clone());
-        let alarm = AlarmGuard::new();
+        let mut alarm = AlarmGuard::new();
         alarm.wake_at(Instant::now() + Duration::from_secs(300), &waker);
         drop(waker);
         assert_eq!(
             Arc::strong_count(&tell),
-            2,
-            "the alarm holds the waker while it lives"
+            3,
+            "the slot and the guard hold the waker while the driver lives"
         );
         drop(alarm);
         assert_eq!(

@@ -122,9 +122,9 @@ fn an_interrupt_draining_parked_operations_holds_their_results_one_at_a_time() {
         per_op < 1_024.0,
         "the drain's peak added {per_op:.0} B per operation"
     );
-    // Every task has ended, while the timers still hold the wake-ups they filed (the next
-    // tick's slot). What stays is the executor's own bookkeeping and a small alarm per filed
-    // wake-up; a slot holding the driver's waker kept the whole task allocated.
+    // Every task has ended; each took back the wake-up it had filed with the timers (the next
+    // tick's slot). What stays is the executor's own bookkeeping; a waker left in a slot would
+    // keep its whole task allocated until the slot fires.
     let kept = after.saturating_sub(before) as f64 / OPS as f64;
     eprintln!("after every task ended: {kept:.0} B/op still allocated");
     assert!(

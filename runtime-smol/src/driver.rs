@@ -19,7 +19,7 @@ pub async fn run_to_end(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>) -> T
     let mut answers: Vec<Answer> = Vec::new();
     let mut calls: Vec<DriverCall> = Vec::new();
     // The wake-up filed with the timers, taken back when this ends.
-    let mut alarm = crate::timers::AlarmGuard::new();
+    let mut alarm = crate::timers::Alarm::new();
     poll_fn(|cx| {
         crate::timers::relay();
         loop {

@@ -7,7 +7,7 @@
 //! A slot holds the drivers' wakers themselves: firing one touches only the task it wakes, which
 //! the executor is about to run anyway (no cell of its own to visit first, often on a page
 //! nothing else of the operation needs). A driver that ends takes back a wake-up it filed ahead
-//! ([`AlarmGuard`]): one filed far out (an operation's deadline, five minutes away) must not keep
+//! ([`Alarm`]): one filed far out (an operation's deadline, five minutes away) must not keep
 //! a finished operation's whole task allocated until then.
 //!
 //! A due slot is **relayed**: the timer thread wakes one of its drivers and leaves the rest to
@@ -31,14 +31,14 @@ pub(crate) const GRACE: Duration = Duration::from_millis(2);
 /// A driver's filed wake-up, taken back when the driver ends (finished or dropped) or moves
 /// it earlier.
 #[derive(Default)]
-pub(crate) struct AlarmGuard {
+pub(crate) struct Alarm {
     /// The latest instant filed and not known to have fired, with the waker filed under it.
     armed: Option<(Instant, Waker)>,
 }
 
-impl AlarmGuard {
+impl Alarm {
     pub(crate) fn new() -> Self {
-        AlarmGuard::default()
+        Alarm::default()
     }
 
     /// Wakes `waker` at `at` (or a little after, never before).
@@ -59,7 +59,7 @@ impl AlarmGuard {
     }
 }
 
-impl Drop for AlarmGuard {
+impl Drop for Alarm {
     fn drop(&mut self) {
         if let Some((at, waker)) = self.armed.take() {
             unfile(at, &waker);
@@ -125,6 +125,13 @@ fn file(at: Instant, waker: Waker) {
     }
 }
 
+/// Keeps an emptied slot vector for the next slots (a bounded number of them).
+fn keep_spare(spare: &mut Vec<Filed>, filed: Filed) {
+    if spare.len() < 64 {
+        spare.push(filed);
+    }
+}
+
 /// Takes back `waker`'s filing under `at`, if that slot has not come due yet.
 fn unfile(at: Instant, waker: &Waker) {
     let Some(timers) = TIMERS.get() else { return };
@@ -139,9 +146,7 @@ fn unfile(at: Instant, waker: &Waker) {
         let taken = filed.swap_remove(i);
         if filed.is_empty() {
             let filed = slots.due.remove(&at).unwrap_or_default();
-            if slots.spare.len() < 64 {
-                slots.spare.push(filed);
-            }
+            keep_spare(&mut slots.spare, filed);
         }
         taken
     };
@@ -170,10 +175,7 @@ fn wake_all(timers: &Timers, batches: impl IntoIterator<Item = Filed>) {
         for waker in wakers.drain(..) {
             waker.wake();
         }
-        let mut slots = lock(timers);
-        if slots.spare.len() < 64 {
-            slots.spare.push(wakers);
-        }
+        keep_spare(&mut lock(timers).spare, wakers);
     }
 }
 
@@ -200,11 +202,11 @@ fn run() {
                 if let Some(leader) = wakers.pop() {
                     leaders.push(leader);
                 }
-                if !wakers.is_empty() {
-                    relayed.push((now, wakers));
-                } else if spare.len() < 64 {
+                if wakers.is_empty() {
                     // A slot of one: its vector is kept like any other.
-                    spare.push(wakers);
+                    keep_spare(spare, wakers);
+                } else {
+                    relayed.push((now, wakers));
                 }
             }
             // Not taken in time: this thread wakes them.
@@ -241,6 +243,17 @@ mod tests {
     use std::task::Wake;
     use std::time::Duration;
 
+    /// `n` drivers' wake-ups, each filed under `at` with `waker`.
+    fn filed(n: usize, at: Instant, waker: &Waker) -> Vec<Alarm> {
+        (0..n)
+            .map(|_| {
+                let mut alarm = Alarm::new();
+                alarm.wake_at(at, waker);
+                alarm
+            })
+            .collect()
+    }
+
     struct Tell(Mutex<Sender<Instant>>);
 
     impl Wake for Tell {
@@ -256,12 +269,9 @@ mod tests {
         let start = Instant::now();
         let later = start + Duration::from_millis(60);
         let sooner = start + Duration::from_millis(20);
-        let mut alarms: Vec<AlarmGuard> = (0..3).map(|_| AlarmGuard::new()).collect();
-        for alarm in &mut alarms {
-            alarm.wake_at(later, &waker);
-        }
+        let _alarms = filed(3, later, &waker);
         // Filed after a later slot, an earlier one still fires first.
-        let mut early = AlarmGuard::new();
+        let mut early = Alarm::new();
         early.wake_at(sooner, &waker);
         let first = rx.recv_timeout(Duration::from_secs(5)).expect("woken");
         assert!(first >= sooner && first < later, "{:?}", first - start);
@@ -286,10 +296,7 @@ mod tests {
         let waker = Waker::from(Arc::new(Who(Mutex::new(tx))));
         // A slot of its own: no other test files under this instant.
         let at = Instant::now() + Duration::from_millis(37);
-        let mut alarms: Vec<AlarmGuard> = (0..3).map(|_| AlarmGuard::new()).collect();
-        for alarm in &mut alarms {
-            alarm.wake_at(at, &waker);
-        }
+        let _alarms = filed(3, at, &waker);
         let leader = rx.recv_timeout(Duration::from_secs(5)).expect("one woken");
         let woken_at = Instant::now();
         assert_ne!(leader, std::thread::current().id());
@@ -316,10 +323,7 @@ mod tests {
         let (tx, rx) = channel();
         let waker = Waker::from(Arc::new(Tell(Mutex::new(tx))));
         let at = Instant::now() + Duration::from_millis(41);
-        let mut alarms: Vec<AlarmGuard> = (0..4).map(|_| AlarmGuard::new()).collect();
-        for alarm in &mut alarms {
-            alarm.wake_at(at, &waker);
-        }
+        let _alarms = filed(4, at, &waker);
         // No relay() here: a stalled executor must not lose the rest of the slot.
         for _ in 0..4 {
             let woke = rx
@@ -334,7 +338,7 @@ mod tests {
         let (tx, _rx) = channel();
         let tell = Arc::new(Tell(Mutex::new(tx)));
         let waker = Waker::from(tell.clone());
-        let mut alarm = AlarmGuard::new();
+        let mut alarm = Alarm::new();
         alarm.wake_at(Instant::now() + Duration::from_secs(300), &waker);
         drop(waker);
         assert_eq!(

@@ -32,28 +32,36 @@ const TOKEN: &str = "return-latency-token";
 const BOUND: Duration = Duration::from_secs(30);
 
 fn main() {
-    let n: usize = std::env::args()
-        .skip(1)
-        .find_map(|a| a.parse().ok())
-        .unwrap_or(200);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let n: usize = args.iter().find_map(|a| a.parse().ok()).unwrap_or(200);
+    let only = args
+        .iter()
+        .find(|a| ["desktop", "terminal", "baseline"].contains(&a.as_str()));
+    let runs = |mode: &str| only.is_none_or(|only| only == mode);
     let sim = SimToolGateway::start(SimOptions::default().token(TOKEN)).expect("sim starts");
     let mut rng = Rng(0x5eed_1234_abcd_0001);
 
-    let desktop = desktop(&sim, n, true, &mut rng);
-    report(
-        "desktop: approval -> connection.update (connection.returned)",
-        &desktop,
-    );
-    let terminal = terminal(&sim, n, &mut rng);
-    report(
-        "terminal: approval -> card change (loopback return)",
-        &terminal,
-    );
-    let baseline = desktop_baseline(&sim, (n / 10).max(10), &mut rng);
-    report(
-        "baseline: approval -> connection.update (no return hint)",
-        &baseline,
-    );
+    if runs("desktop") {
+        let desktop = desktop(&sim, n, true, &mut rng);
+        report(
+            "desktop: approval -> connection.update (connection.returned)",
+            &desktop,
+        );
+    }
+    if runs("terminal") {
+        let terminal = terminal(&sim, n, &mut rng);
+        report(
+            "terminal: approval -> card change (loopback return)",
+            &terminal,
+        );
+    }
+    if runs("baseline") {
+        let baseline = desktop(&sim, (n / 10).max(10), false, &mut rng);
+        report(
+            "baseline: approval -> connection.update (no return hint)",
+            &baseline,
+        );
+    }
 }
 
 // ---- the person's decision ------------------------------------------------------------------
@@ -257,10 +265,6 @@ fn desktop(sim: &SimToolGateway, n: usize, hint: bool, rng: &mut Rng) -> Vec<Dur
     samples
 }
 
-fn desktop_baseline(sim: &SimToolGateway, n: usize, rng: &mut Rng) -> Vec<Duration> {
-    desktop(sim, n, false, rng)
-}
-
 // ---- terminal: connop connect with its loopback return URL -----------------------------------
 
 /// One `connop connect` per round over every catalog connector; each row is approved, the
@@ -273,8 +277,7 @@ fn terminal(sim: &SimToolGateway, n: usize, rng: &mut Rng) -> Vec<Duration> {
     let mut samples = Vec::with_capacity(n);
     while samples.len() < n {
         sim.reset();
-        let mut command = connop(sim, &["connect"]);
-        let mut child = command
+        let mut child = connop(sim, &["connect"])
             .args(CATALOG)
             .arg("--json")
             .env("CONNOP_RETURN_URL", "loopback")

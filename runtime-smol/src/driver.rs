@@ -15,6 +15,23 @@ use std::task::Poll;
 /// Drives an operation until its tool call returns, and returns the result. Its gateway
 /// calls (those the driver starts) go to `gateway`, each as a future polled inside this one.
 pub async fn run_to_end(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>) -> ToolResult {
+    drive(op, gateway).await;
+    op.result().unwrap_or_else(no_result)
+}
+
+/// [`run_to_end`], returning the result as JSON, serialized from the frozen result itself
+/// (no typed copy made on the way).
+pub async fn run_to_end_json(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>) -> Value {
+    drive(op, gateway).await;
+    op.result_json().unwrap_or_else(|| no_result().to_value())
+}
+
+fn no_result() -> ToolResult {
+    ToolResult::Error("the operation ended without a result".into())
+}
+
+/// The driver's loop: steps the operation until it finished.
+async fn drive(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>) {
     let mut in_flight: Vec<(CallId, GatewayFuture)> = Vec::new();
     let mut answers: Vec<Answer> = Vec::new();
     let mut calls: Vec<DriverCall> = Vec::new();
@@ -50,8 +67,6 @@ pub async fn run_to_end(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>) -> T
         }
     })
     .await;
-    op.result()
-        .unwrap_or_else(|| ToolResult::Error("the operation ended without a result".into()))
 }
 
 /// Starts `calls`: an answer known at once joins `answers`, the others `in_flight`.
@@ -78,7 +93,8 @@ pub async fn manage_connections(
     args: &Value,
     context: &ToolContext<dyn AsyncToolGateway>,
 ) -> Value {
-    run_tool_call(args, context).await.to_value()
+    let op = context.start(args, None, ResultForm::Typed);
+    run_to_end_json(&op, &context.gateway).await
 }
 
 /// [`manage_connections`], returning the typed result.

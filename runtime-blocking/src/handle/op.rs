@@ -286,9 +286,10 @@ impl OpHandle {
         if let Some(json) = state.result_json.take() {
             return Some(json);
         }
-        let result = state.result.as_deref().cloned()?;
-        drop(state);
-        Some(result.to_value())
+        // Serialized from the frozen result in place, under the lock: no input changes it
+        // any more, and a copy made only to be serialized would double the work of the
+        // result's last step.
+        state.result.as_deref().map(ToolResult::to_value)
     }
 
     /// The clock the operation runs on.

@@ -4,7 +4,7 @@
 //! line per operation every [`FAILURE_LOG_EVERY`] with the rest counted.
 
 use super::metrics::metrics;
-use crate::driver::run_to_end;
+use crate::driver::{run_to_end, run_to_end_json};
 use connop_blocking::{EventSink, ResultForm, ToolContext};
 use connop_core::flow::Event;
 use connop_core::operation::Text;
@@ -32,7 +32,7 @@ pub async fn manage_connections(
     let op = context.start(args, None, ResultForm::Typed);
     let Some(op_id) = op.op_id() else {
         // A status call or refused arguments: no operation to follow.
-        return run_to_end(&op, &context.gateway).await.to_value();
+        return run_to_end_json(&op, &context.gateway).await;
     };
     let opened = op.view();
     let targets = opened

@@ -248,6 +248,22 @@ fn sigterm_interrupts_every_operation_answers_every_manage_and_exits_0_within_a_
 }
 
 #[test]
+fn a_sigterm_sent_the_moment_the_first_listening_line_is_out_ends_the_gateway_with_0() {
+    // The first line is the embedded tool gateway's; the JSON-RPC listener and the HTTP API
+    // (its store opened) come after it. Whoever read a `listening` line may signal at once.
+    let gw = Gateway::start(&["--listen", "tcp:127.0.0.1:0", "--http", "127.0.0.1:0"]);
+    let _first = gw.listening();
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &gw.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let (status, took) = gw.wait();
+    assert!(status.success(), "{status:?}");
+    assert!(took < Duration::from_secs(1), "exited after {took:?}");
+}
+
+#[test]
 fn connectors_list_answers_rows_unavailable_or_5034() {
     // The embedded gateway takes CONNECTOR_GATEWAY_TOKEN as its own, /sim/* included.
     let mut command = connop();

@@ -9,7 +9,7 @@ use connop_smol::app::cli::listen::ListenAddr;
 use connop_smol::app::cli::peer::{DmOptions, peer_dm};
 use connop_smol::app::cli::serve::{ServeOptions, check_exposure, serve};
 use connop_smol::app::cli::sim_gateway::run_sim_tool_gateway;
-use connop_smol::app::cli::{choose_tool_gateway, lease, profile, seconds};
+use connop_smol::app::cli::{choose_tool_gateway, lease, profile, seconds, watch_signals};
 use connop_smol::app::error::{AppError, UsageError};
 use connop_smol::app::rpc::{DEFAULT_MAX_OUTPUT, RpcConfig};
 use connop_smol::app::sim_gateway::SimOptions;
@@ -274,6 +274,8 @@ fn run(cli: Cli) -> Result<u8, AppError> {
                 args.api_key.as_deref().is_some_and(|k| !k.is_empty()),
                 args.allow_remote,
             )?;
+            // Before the first `listening` line (the embedded tool gateway's, if any).
+            let signals = watch_signals()?;
             let tool_gateway = choose_tool_gateway(None)?;
             let rpc = RpcConfig {
                 tool_gateway: tool_gateway.client.clone(),
@@ -307,12 +309,15 @@ fn run(cli: Cli) -> Result<u8, AppError> {
                 };
                 (addr, api)
             });
-            serve(ServeOptions {
-                stdio: args.stdio,
-                listen: args.listen,
-                http,
-                rpc,
-            })
+            serve(
+                ServeOptions {
+                    stdio: args.stdio,
+                    listen: args.listen,
+                    http,
+                    rpc,
+                },
+                signals,
+            )
             .map(|()| 0)
         }
         Command::Connect(args) => {

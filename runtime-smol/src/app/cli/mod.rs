@@ -35,8 +35,10 @@ pub fn seconds(flag: &'static str, value: f64) -> Result<Duration, UsageError> {
     Duration::try_from_secs_f64(value).map_err(|_| UsageError::Seconds { flag, value })
 }
 
-/// SIGINT and SIGTERM, watched from now on.
-fn watch_signals() -> Result<Signals, EnvironmentError> {
+/// SIGINT and SIGTERM, watched from now on. A command watches them before it announces
+/// anything (a `listening` line, a lease): a signal sent by whoever read that line is then
+/// caught, and no burst of accepted connections can take the descriptor watching needs.
+pub fn watch_signals() -> Result<Signals, EnvironmentError> {
     Signals::new([Signal::Term, Signal::Int]).map_err(EnvironmentError::Signals)
 }
 

@@ -2,13 +2,13 @@
 //! API (SPEC §9) when `--http` is given, until a signal or the end of stdin.
 
 use super::listen::{Connections, ListenAddr, listen};
-use super::watch_signals;
 use crate::app::api::executor::end_all_agent_commands;
 use crate::app::api::{Api, ApiConfig};
 use crate::app::error::{AppError, EnvironmentError, UsageError};
 use crate::app::rpc::transport::{TransportInfo, serve_transport};
 use crate::app::rpc::{RpcConfig, RpcServer};
 use crate::app::sync::Count;
+use async_signal::Signals;
 use futures_lite::StreamExt;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -54,10 +54,11 @@ pub fn check_exposure(
     }
 }
 
-/// Serves until SIGINT, SIGTERM, or EOF of stdin when stdio is a transport; then settles
-/// every open operation `interrupt`, answers every pending manage, ends the active runs, and
-/// returns (within a second).
-pub fn serve(options: ServeOptions) -> Result<(), AppError> {
+/// Serves until SIGINT, SIGTERM (`signals`, watched by the caller before it announced
+/// anything: see [`watch_signals`](super::watch_signals)), or EOF of stdin when stdio is a
+/// transport; then settles every open operation `interrupt`, answers every pending manage,
+/// ends the active runs, and returns (within a second).
+pub fn serve(options: ServeOptions, mut signals: Signals) -> Result<(), AppError> {
     smol::block_on(async move {
         let server = RpcServer::new(options.rpc);
         let in_flight = Arc::new(Count::default());
@@ -75,7 +76,6 @@ pub fn serve(options: ServeOptions) -> Result<(), AppError> {
             None => None,
         };
         let stdio = options.stdio || (options.listen.is_empty() && api.is_none());
-        let mut signals = watch_signals()?;
         let mut stdio_task = stdio.then(|| {
             smol::spawn(serve_transport(
                 server.clone(),

@@ -8,13 +8,14 @@ use futures_lite::StreamExt;
 /// Runs the simulated tool gateway until SIGINT or SIGTERM.
 pub fn run_sim_tool_gateway(options: SimOptions) -> Result<(), AppError> {
     smol::block_on(async move {
+        // Before the `listening` line: a signal sent right after it is caught.
+        let mut signals = watch_signals()?;
         let (server, listener) =
             SimServer::bind(&options).map_err(|source| EnvironmentError::Listen {
                 addr: options.listen.to_string(),
                 source,
             })?;
         eprintln!("listening {}", server.url());
-        let mut signals = watch_signals()?;
         futures_lite::future::or(server.serve(listener), async {
             signals.next().await;
         })

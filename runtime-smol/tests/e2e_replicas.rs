@@ -96,13 +96,13 @@ fn a_run_made_on_one_replica_is_read_on_another_and_streamed_and_stopped_on_a_th
     );
 
     // A second live process under a replica's id is refused (after a short grace).
-    let (twin, _, said) = Api::spawn(&mut support::connop(), &place, "b", &[]);
+    let mut command = support::connop();
+    let (twin, _, said) = support::spawn_logging(Api::command(&mut command, &place, "b", &[]));
     assert_eq!(support::wait_bounded(twin).code(), Some(1));
-    let said = said.lock().unwrap().join("\n");
-    assert!(
-        said.contains("replica id \"b\" is held by another live gateway"),
-        "{said}"
-    );
+    // Waited for, not read at once: the exit can come before the reader has the line.
+    said.wait_for("the refusal", |line| {
+        line.contains("replica id \"b\" is held by another live gateway")
+    });
 
     let (status, stopped) = c.post(&format!("/v1/runs/{run_id}/stop"), &json!({}));
     assert_eq!(

@@ -18,7 +18,7 @@ use std::time::Instant;
 pub fn manage_connections(args: &Value, context: &ToolContext<dyn BlockingToolGateway>) -> Value {
     let op = start_tool_call(args, context, ResultForm::Json);
     run(&op);
-    op.result_json().unwrap_or_else(|| no_result().to_value())
+    op.finished_result_json()
 }
 
 /// [`manage_connections`], returning the typed result.
@@ -38,11 +38,7 @@ fn start_tool_call(
 /// Drives an operation on this thread until its tool call returns, and returns the result.
 pub fn run_to_end(op: &OpHandle) -> ToolResult {
     run(op);
-    op.result().unwrap_or_else(no_result)
-}
-
-fn no_result() -> ToolResult {
-    ToolResult::Error("the operation ended without a result".into())
+    op.finished_result()
 }
 
 /// A waker that unparks the calling thread: what a driver loop on this thread (this one, or a

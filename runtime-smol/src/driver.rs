@@ -16,18 +16,14 @@ use std::task::Poll;
 /// calls (those the driver starts) go to `gateway`, each as a future polled inside this one.
 pub async fn run_to_end(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>) -> ToolResult {
     drive(op, gateway).await;
-    op.result().unwrap_or_else(no_result)
+    op.finished_result()
 }
 
 /// [`run_to_end`], returning the result as JSON, serialized from the frozen result itself
 /// (no typed copy made on the way).
 pub async fn run_to_end_json(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>) -> Value {
     drive(op, gateway).await;
-    op.result_json().unwrap_or_else(|| no_result().to_value())
-}
-
-fn no_result() -> ToolResult {
-    ToolResult::Error("the operation ended without a result".into())
+    op.finished_result_json()
 }
 
 /// The driver's loop: steps the operation until it finished.

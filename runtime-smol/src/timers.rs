@@ -69,6 +69,7 @@ impl Drop for Alarm {
 
 type Filed = Vec<Waker>;
 
+#[derive(Default)]
 struct Slots {
     due: BTreeMap<Instant, Filed>,
     /// Emptied vectors, kept for the next slots (a steady tick allocates nothing).
@@ -93,7 +94,7 @@ fn timers() -> &'static Timers {
             .spawn(run)
             .expect("the timer thread starts");
         Timers {
-            slots: Mutex::new(Slots::new()),
+            slots: Mutex::new(Slots::default()),
             relaying: AtomicBool::new(false),
             thread: thread.thread().clone(),
         }
@@ -183,14 +184,6 @@ fn wake_all(timers: &Timers, batches: impl IntoIterator<Item = Filed>) {
 }
 
 impl Slots {
-    fn new() -> Self {
-        Slots {
-            due: BTreeMap::new(),
-            spare: Vec::new(),
-            relayed: Vec::new(),
-        }
-    }
-
     /// What a driver's [`relay`] wakes: every slot relayed and not yet taken.
     fn take_relayed(&mut self) -> Vec<(Instant, Filed)> {
         std::mem::take(&mut self.relayed)
@@ -311,32 +304,21 @@ mod tests {
         }
     }
 
-    /// `n` wakers filed straight into `slots` under `at`, and how many times they were woken.
-    fn filed_in(slots: &mut Slots, n: usize, at: Instant) -> Arc<Count> {
-        let count = Arc::new(Count::default());
-        let waker = Waker::from(count.clone());
+    /// `n` wakers filed straight into `slots` under `at`.
+    fn filed_in(slots: &mut Slots, n: usize, at: Instant) {
+        let waker = Waker::noop();
         slots
             .due
             .entry(at)
             .or_default()
             .extend((0..n).map(|_| waker.clone()));
-        count
-    }
-
-    #[derive(Default)]
-    struct Count(std::sync::atomic::AtomicUsize);
-
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::Relaxed);
-        }
     }
 
     #[test]
     fn a_due_slot_gives_one_driver_to_the_timer_thread_and_waits_the_grace_for_a_relay() {
-        let mut slots = Slots::new();
+        let mut slots = Slots::default();
         let at = Instant::now() + Duration::from_secs(60);
-        let _count = filed_in(&mut slots, 3, at);
+        filed_in(&mut slots, 3, at);
         let (mut leaders, mut firing) = (Vec::new(), Vec::new());
         let tiny = Duration::from_nanos(1);
 
@@ -365,11 +347,11 @@ mod tests {
 
     #[test]
     fn a_relayed_slot_no_driver_took_goes_to_the_timer_thread_at_the_grace() {
-        let mut slots = Slots::new();
+        let mut slots = Slots::default();
         let at = Instant::now() + Duration::from_secs(60);
-        let _count = filed_in(&mut slots, 4, at);
+        filed_in(&mut slots, 4, at);
         let later = at + Duration::from_secs(1);
-        let _later = filed_in(&mut slots, 2, later);
+        filed_in(&mut slots, 2, later);
         let (mut leaders, mut firing) = (Vec::new(), Vec::new());
         let _ = slots.fire_due(at, &mut leaders, &mut firing);
         let (next, relaying) = slots.fire_due(at + GRACE, &mut leaders, &mut firing);
@@ -396,7 +378,7 @@ mod tests {
     fn a_relay_wakes_what_it_takes_on_its_own_thread_once() {
         // A table of its own, no timer thread: this test decides every step.
         let timers = Timers {
-            slots: Mutex::new(Slots::new()),
+            slots: Mutex::new(Slots::default()),
             relaying: AtomicBool::new(false),
             thread: std::thread::current(),
         };

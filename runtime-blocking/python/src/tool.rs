@@ -130,9 +130,7 @@ pub fn manage_connections(
     let main = MAIN_THREAD.get() == Some(&std::thread::current().id());
     let op = context.start(&args, None, ResultForm::Json);
     let signal = py.detach(|| drive(&op, main));
-    let result = op
-        .result_json()
-        .unwrap_or_else(|| serde_json::json!({"error": "the operation ended without a result"}));
+    let result = op.finished_result_json();
     match signal {
         // Ctrl-C is the stop button: the operation settled `interrupt`, and that is the answer.
         Some(error) if !error.is_instance_of::<PyKeyboardInterrupt>(py) => Err(error),

@@ -66,6 +66,10 @@ pub enum ResultForm {
 /// The process's registry of open operations, as the handle stores itself in it.
 pub(crate) type RegistryCell = Arc<Mutex<Registry<OpHandle>>>;
 
+fn no_result() -> ToolResult {
+    ToolResult::Error("the operation ended without a result".into())
+}
+
 /// Locks a mutex, even one a panicking callback poisoned: one failed callback must not wedge
 /// every later call on the operation or the registry.
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -290,6 +294,18 @@ impl OpHandle {
         // any more, and a copy made only to be serialized would double the work of the
         // result's last step.
         state.result.as_deref().map(ToolResult::to_value)
+    }
+
+    /// What a driver returns once the operation finished: the frozen result, or an error
+    /// saying there is none (a flow that ended without returning, which it should not).
+    pub fn finished_result(&self) -> ToolResult {
+        self.result().unwrap_or_else(no_result)
+    }
+
+    /// [`finished_result`](Self::finished_result) as JSON, as [`result_json`](Self::result_json)
+    /// gives it.
+    pub fn finished_result_json(&self) -> Value {
+        self.result_json().unwrap_or_else(|| no_result().to_value())
     }
 
     /// The clock the operation runs on.

@@ -5,12 +5,19 @@
 //! the stream is smol's TCP or unix socket behind a small adapter, and each connection's
 //! protocol task runs on smol. The pool keeps up to `size` connections, made when first
 //! needed, each with the statements it prepared.
+//!
+//! A connection's buffers keep the capacity of the largest message it ever carried (a run's
+//! output, an event's data), so a pool that kept every connection would hold its size times
+//! the largest payload for good. The socket counts the bytes it moves; a connection that moved
+//! more than [`RECYCLE_AFTER`] while taken is closed when given back, not pooled, and its
+//! buffers go with it.
 
 use super::super::StoreError;
 use std::collections::HashMap;
 use std::io;
 use std::pin::Pin;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 use tokio_postgres::config::Host;
@@ -21,15 +28,42 @@ use tokio_postgres::{Client, Config, Connection, NoTls, Row, Statement};
 /// How long a connection attempt may take when the URL says nothing (`connect_timeout`).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Bytes a connection may move while taken and still go back to the pool: a bound on what
+/// an idle connection's buffers hold. Making a connection again costs a few milliseconds,
+/// nothing beside moving a payload this large.
+const RECYCLE_AFTER: u64 = 256 * 1024;
+
 /// Parameters of a statement.
 pub(crate) type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
 
-/// A socket to the server: TCP, or the server's unix socket.
-pub enum Socket {
-    /// TCP (`host=name` or an address).
+/// A socket to the server, counting the bytes it moves.
+pub struct Socket {
+    stream: Stream,
+    moved: Arc<AtomicU64>,
+}
+
+/// TCP (`host=name` or an address), or the server's unix socket (`host=/path/to/folder`).
+enum Stream {
     Tcp(smol::net::TcpStream),
-    /// A unix socket (`host=/path/to/socket/folder`).
     Unix(smol::net::unix::UnixStream),
+}
+
+impl Socket {
+    fn new(stream: Stream) -> Self {
+        Socket {
+            stream,
+            moved: Arc::default(),
+        }
+    }
+
+    /// Counts bytes read and written, readable while the connection's task owns the socket.
+    fn counter(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.moved)
+    }
+
+    fn count(&self, n: usize) {
+        self.moved.fetch_add(n as u64, Ordering::Relaxed);
+    }
 }
 
 impl tokio::io::AsyncRead for Socket {
@@ -38,11 +72,13 @@ impl tokio::io::AsyncRead for Socket {
         cx: &mut Context<'_>,
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
         let unfilled = buf.initialize_unfilled();
-        let n = ready!(match self.get_mut() {
-            Socket::Tcp(s) => futures_lite::AsyncRead::poll_read(Pin::new(s), cx, unfilled),
-            Socket::Unix(s) => futures_lite::AsyncRead::poll_read(Pin::new(s), cx, unfilled),
+        let n = ready!(match &mut this.stream {
+            Stream::Tcp(s) => futures_lite::AsyncRead::poll_read(Pin::new(s), cx, unfilled),
+            Stream::Unix(s) => futures_lite::AsyncRead::poll_read(Pin::new(s), cx, unfilled),
         })?;
+        this.count(n);
         buf.advance(n);
         Poll::Ready(Ok(()))
     }
@@ -54,23 +90,26 @@ impl tokio::io::AsyncWrite for Socket {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Socket::Tcp(s) => futures_lite::AsyncWrite::poll_write(Pin::new(s), cx, buf),
-            Socket::Unix(s) => futures_lite::AsyncWrite::poll_write(Pin::new(s), cx, buf),
-        }
+        let this = self.get_mut();
+        let n = ready!(match &mut this.stream {
+            Stream::Tcp(s) => futures_lite::AsyncWrite::poll_write(Pin::new(s), cx, buf),
+            Stream::Unix(s) => futures_lite::AsyncWrite::poll_write(Pin::new(s), cx, buf),
+        })?;
+        this.count(n);
+        Poll::Ready(Ok(n))
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Socket::Tcp(s) => futures_lite::AsyncWrite::poll_flush(Pin::new(s), cx),
-            Socket::Unix(s) => futures_lite::AsyncWrite::poll_flush(Pin::new(s), cx),
+        match &mut self.get_mut().stream {
+            Stream::Tcp(s) => futures_lite::AsyncWrite::poll_flush(Pin::new(s), cx),
+            Stream::Unix(s) => futures_lite::AsyncWrite::poll_flush(Pin::new(s), cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Socket::Tcp(s) => futures_lite::AsyncWrite::poll_close(Pin::new(s), cx),
-            Socket::Unix(s) => futures_lite::AsyncWrite::poll_close(Pin::new(s), cx),
+        match &mut self.get_mut().stream {
+            Stream::Tcp(s) => futures_lite::AsyncWrite::poll_close(Pin::new(s), cx),
+            Stream::Unix(s) => futures_lite::AsyncWrite::poll_close(Pin::new(s), cx),
         }
     }
 }
@@ -82,6 +121,14 @@ pub type Connected = (Client, Connection<Socket, NoTlsStream>);
 /// Connects to the first of the URL's hosts that answers (no TLS: `sslmode=require` is
 /// refused by the handshake). `target` names the database in errors, without a password.
 pub async fn connect(config: &Config, target: &str) -> Result<Connected, StoreError> {
+    Ok(connect_counted(config, target).await?.0)
+}
+
+/// [`connect`], and the count of the bytes its socket moves.
+async fn connect_counted(
+    config: &Config,
+    target: &str,
+) -> Result<(Connected, Arc<AtomicU64>), StoreError> {
     let timeout = config
         .get_connect_timeout()
         .copied()
@@ -99,13 +146,13 @@ pub async fn connect(config: &Config, target: &str) -> Result<Connected, StoreEr
                         None => smol::net::TcpStream::connect((name.as_str(), port)).await?,
                     };
                     stream.set_nodelay(true)?;
-                    Ok(Socket::Tcp(stream))
+                    Ok(Socket::new(Stream::Tcp(stream)))
                 }
                 Host::Unix(folder) => {
                     let path = folder.join(format!(".s.PGSQL.{port}"));
-                    Ok(Socket::Unix(
+                    Ok(Socket::new(Stream::Unix(
                         smol::net::unix::UnixStream::connect(path).await?,
-                    ))
+                    )))
                 }
             }
         };
@@ -118,12 +165,14 @@ pub async fn connect(config: &Config, target: &str) -> Result<Connected, StoreEr
         };
         match futures_lite::future::or(socket, timed_out).await {
             Ok(socket) => {
-                return config.connect_raw(socket, NoTls).await.map_err(|source| {
+                let moved = socket.counter();
+                let connected = config.connect_raw(socket, NoTls).await.map_err(|source| {
                     StoreError::Refused {
                         target: target.to_owned(),
                         source,
                     }
-                });
+                })?;
+                return Ok((connected, moved));
             }
             Err(e) => last = e,
         }
@@ -134,20 +183,32 @@ pub async fn connect(config: &Config, target: &str) -> Result<Connected, StoreEr
     })
 }
 
-/// Connects, and drives the connection on smol until the client is dropped.
-async fn connect_client(config: &Config, target: &str) -> Result<Client, StoreError> {
-    let (client, connection) = connect(config, target).await?;
-    smol::spawn(async move {
-        let _ = connection.await;
-    })
-    .detach();
-    Ok(client)
-}
-
-/// A pooled connection and the statements it prepared.
+/// A pooled connection, the statements it prepared, and the bytes its socket moved.
 struct Conn {
     client: Client,
     statements: HashMap<&'static str, Statement>,
+    moved: Arc<AtomicU64>,
+}
+
+impl Conn {
+    /// Connects, and drives the connection on smol until the client is dropped.
+    async fn open(config: &Config, target: &str) -> Result<Self, StoreError> {
+        let ((client, connection), moved) = connect_counted(config, target).await?;
+        smol::spawn(async move {
+            let _ = connection.await;
+        })
+        .detach();
+        Ok(Conn {
+            client,
+            statements: HashMap::new(),
+            moved,
+        })
+    }
+
+    /// The bytes moved since the last call.
+    fn take_moved(&self) -> u64 {
+        self.moved.swap(0, Ordering::Relaxed)
+    }
 }
 
 /// Up to `size` connections, made when first needed.
@@ -193,11 +254,10 @@ impl Pool {
         };
         let conn = match reused {
             Some(conn) => conn,
-            None => Conn {
-                client: connect_client(&self.config, &self.target).await?,
-                statements: HashMap::new(),
-            },
+            None => Conn::open(&self.config, &self.target).await?,
         };
+        // What the handshake and an earlier holder moved is not this holder's.
+        conn.take_moved();
         Ok(Pooled {
             pool: self,
             conn: Some(conn),
@@ -207,8 +267,9 @@ impl Pool {
     }
 }
 
-/// A connection taken from the pool; back to it when dropped, unless it broke or was left
-/// inside a transaction (then it is closed, and the server rolls the transaction back).
+/// A connection taken from the pool; back to it when dropped, unless it broke, was left
+/// inside a transaction (then it is closed, and the server rolls the transaction back) or
+/// moved more than [`RECYCLE_AFTER`] bytes (then it is closed, and its buffers freed).
 pub(crate) struct Pooled<'a> {
     pool: &'a Pool,
     conn: Option<Conn>,
@@ -292,9 +353,73 @@ impl Pooled<'_> {
 impl Drop for Pooled<'_> {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take() {
-            if !self.in_transaction && !conn.client.is_closed() {
+            let reusable = !self.in_transaction
+                && !conn.client.is_closed()
+                && conn.take_moved() <= RECYCLE_AFTER;
+            if reusable {
                 self.pool.idle().push(conn);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The server process behind a connection taken from `pool` and given back at once.
+    async fn backend(pool: &Pool) -> i32 {
+        let mut db = pool.get().await.expect("a connection");
+        let row = db.query_opt("SELECT pg_backend_pid()", &[]).await.unwrap();
+        row.expect("one row").get(0)
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(connop_postgres_tests),
+        ignore = "set CONNOP_TEST_DATABASE_URL=postgres://… to run the PostgreSQL tests"
+    )]
+    fn a_connection_that_carried_a_large_payload_is_closed_not_pooled() {
+        let url = std::env::var("CONNOP_TEST_DATABASE_URL").expect("a test server");
+        let pool = Pool::new(url.parse().expect("a postgres URL"), "test".into(), 4);
+        smol::block_on(async {
+            let first = backend(&pool).await;
+            assert_eq!(
+                backend(&pool).await,
+                first,
+                "a small query keeps its connection"
+            );
+
+            let large = usize::try_from(RECYCLE_AFTER).unwrap() + 1;
+            let mut db = pool.get().await.unwrap();
+            let row = db
+                .query_opt("SELECT repeat('a', $1)", &[&i32::try_from(large).unwrap()])
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(row.get::<_, &str>(0).len(), large);
+            drop(db);
+            let second = backend(&pool).await;
+            assert_ne!(
+                second, first,
+                "a large row read: the connection is not pooled"
+            );
+            assert_eq!(backend(&pool).await, second);
+
+            let text = "b".repeat(large);
+            let mut db = pool.get().await.unwrap();
+            let row = db
+                .query_opt("SELECT length($1::TEXT)", &[&text])
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(row.get::<_, i32>(0), i32::try_from(large).unwrap());
+            drop(db);
+            let third = backend(&pool).await;
+            assert_ne!(
+                third, second,
+                "a large parameter sent: the connection is not pooled"
+            );
+        });
     }
 }

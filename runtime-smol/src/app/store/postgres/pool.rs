@@ -48,6 +48,10 @@ enum Stream {
     Unix(smol::net::unix::UnixStream),
 }
 
+/// What both kinds of stream are to the adapter below.
+trait Io: futures_lite::AsyncRead + futures_lite::AsyncWrite + Unpin {}
+impl<T: futures_lite::AsyncRead + futures_lite::AsyncWrite + Unpin> Io for T {}
+
 impl Socket {
     fn new(stream: Stream) -> Self {
         Socket {
@@ -64,6 +68,13 @@ impl Socket {
     fn count(&self, n: usize) {
         self.moved.fetch_add(n as u64, Ordering::Relaxed);
     }
+
+    fn io(&mut self) -> Pin<&mut dyn Io> {
+        match &mut self.stream {
+            Stream::Tcp(s) => Pin::new(s),
+            Stream::Unix(s) => Pin::new(s),
+        }
+    }
 }
 
 impl tokio::io::AsyncRead for Socket {
@@ -73,11 +84,7 @@ impl tokio::io::AsyncRead for Socket {
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        let unfilled = buf.initialize_unfilled();
-        let n = ready!(match &mut this.stream {
-            Stream::Tcp(s) => futures_lite::AsyncRead::poll_read(Pin::new(s), cx, unfilled),
-            Stream::Unix(s) => futures_lite::AsyncRead::poll_read(Pin::new(s), cx, unfilled),
-        })?;
+        let n = ready!(this.io().poll_read(cx, buf.initialize_unfilled()))?;
         this.count(n);
         buf.advance(n);
         Poll::Ready(Ok(()))
@@ -91,26 +98,17 @@ impl tokio::io::AsyncWrite for Socket {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        let n = ready!(match &mut this.stream {
-            Stream::Tcp(s) => futures_lite::AsyncWrite::poll_write(Pin::new(s), cx, buf),
-            Stream::Unix(s) => futures_lite::AsyncWrite::poll_write(Pin::new(s), cx, buf),
-        })?;
+        let n = ready!(this.io().poll_write(cx, buf))?;
         this.count(n);
         Poll::Ready(Ok(n))
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match &mut self.get_mut().stream {
-            Stream::Tcp(s) => futures_lite::AsyncWrite::poll_flush(Pin::new(s), cx),
-            Stream::Unix(s) => futures_lite::AsyncWrite::poll_flush(Pin::new(s), cx),
-        }
+        self.get_mut().io().poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match &mut self.get_mut().stream {
-            Stream::Tcp(s) => futures_lite::AsyncWrite::poll_close(Pin::new(s), cx),
-            Stream::Unix(s) => futures_lite::AsyncWrite::poll_close(Pin::new(s), cx),
-        }
+        self.get_mut().io().poll_close(cx)
     }
 }
 

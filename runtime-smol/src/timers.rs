@@ -151,14 +151,15 @@ fn unfile(at: Instant, waker: &Waker) {
     drop(taken);
 }
 
-/// Wakes the drivers of every relayed slot, from the calling driver's thread, and says how
-/// many. Called by every driver each time it runs: one relaxed load when there is nothing to
-/// relay.
-pub(crate) fn relay() -> usize {
-    TIMERS.get().map_or(0, relay_from)
+/// Wakes the drivers of every relayed slot, from the calling driver's thread. Called by
+/// every driver each time it runs: one relaxed load when there is nothing to relay.
+pub(crate) fn relay() {
+    if let Some(timers) = TIMERS.get() {
+        relay_from(timers);
+    }
 }
 
-/// [`relay`] on `timers`.
+/// [`relay`] on `timers`; says how many drivers it woke.
 fn relay_from(timers: &Timers) -> usize {
     if !timers.relaying.load(Ordering::Relaxed) {
         return 0;
@@ -304,9 +305,8 @@ mod tests {
         }
     }
 
-    /// `n` wakers filed straight into `slots` under `at`.
-    fn filed_in(slots: &mut Slots, n: usize, at: Instant) {
-        let waker = Waker::noop();
+    /// `n` copies of `waker` filed straight into `slots` under `at`.
+    fn filed_in(slots: &mut Slots, n: usize, at: Instant, waker: &Waker) {
         slots
             .due
             .entry(at)
@@ -318,7 +318,7 @@ mod tests {
     fn a_due_slot_gives_one_driver_to_the_timer_thread_and_waits_the_grace_for_a_relay() {
         let mut slots = Slots::default();
         let at = Instant::now() + Duration::from_secs(60);
-        filed_in(&mut slots, 3, at);
+        filed_in(&mut slots, 3, at, Waker::noop());
         let (mut leaders, mut firing) = (Vec::new(), Vec::new());
         let tiny = Duration::from_nanos(1);
 
@@ -349,9 +349,9 @@ mod tests {
     fn a_relayed_slot_no_driver_took_goes_to_the_timer_thread_at_the_grace() {
         let mut slots = Slots::default();
         let at = Instant::now() + Duration::from_secs(60);
-        filed_in(&mut slots, 4, at);
+        filed_in(&mut slots, 4, at, Waker::noop());
         let later = at + Duration::from_secs(1);
-        filed_in(&mut slots, 2, later);
+        filed_in(&mut slots, 2, later, Waker::noop());
         let (mut leaders, mut firing) = (Vec::new(), Vec::new());
         let _ = slots.fire_due(at, &mut leaders, &mut firing);
         let (next, relaying) = slots.fire_due(at + GRACE, &mut leaders, &mut firing);
@@ -385,11 +385,7 @@ mod tests {
         let (tx, rx) = channel();
         let waker = Waker::from(Arc::new(Who(Mutex::new(tx))));
         let at = Instant::now();
-        lock(&timers)
-            .due
-            .entry(at)
-            .or_default()
-            .extend((0..3).map(|_| waker.clone()));
+        filed_in(&mut lock(&timers), 3, at, &waker);
         assert_eq!(relay_from(&timers), 0, "nothing relayed yet");
         let (mut leaders, mut firing) = (Vec::new(), Vec::new());
         let (_, relaying) = lock(&timers).fire_due(at, &mut leaders, &mut firing);

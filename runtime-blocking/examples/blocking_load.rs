@@ -1,6 +1,7 @@
 //! Load test of the blocking runtime: many card-path operations, one thread each (small
 //! stacks), against a lean in-process gateway that answers at once; its calls run inline, or
-//! with `worker` on a worker thread per operation as with an HTTP tool gateway.
+//! with `worker` off the operation's thread, on the shared call pool, as with an HTTP tool
+//! gateway.
 //!
 //! `cargo run --release -p connop-blocking --example blocking_load -- [OPS] [WATCH_SECS] [PARK_SECS] [TICK_MS] [inline|worker]`
 //! (defaults 1000, 30, 10, 1000, inline).
@@ -36,7 +37,7 @@ static GLOBAL: Counting = Counting;
 const STACK: usize = 256 * 1024;
 
 /// How gateway calls run: `inline` on the operation's thread (an in-process gateway), or
-/// `worker`: on a worker thread per operation, as with an HTTP tool gateway (the default of
+/// `worker`: on the shared call pool, as with an HTTP tool gateway (the default of
 /// `manage_connections`).
 fn worker_calls() -> bool {
     std::env::args().nth(5).as_deref() == Some("worker")

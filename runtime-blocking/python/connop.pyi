@@ -177,9 +177,10 @@ def manage_connections(
     misroute check instead of the connector list (``None`` from it: unknown).
     ``desktop_return_to`` names the desktop app sent as ``returnTo`` on the desktop surface
     (default ``connop-desktop``); ``return_to`` is sent on every surface. ``calls``:
-    ``"inline"`` runs gateway calls on the thread that moves the operation (the default for
-    a Python gateway object), ``"worker"`` on a thread of their own per operation (the
-    default for ``HttpGateway``). The GIL is released while the call waits; Ctrl-C on the
+    ``"worker"`` (the default) runs gateway calls off the waiting thread, on a pool shared
+    by every operation, so the deadline, an interrupt and a card answer never wait for a
+    slow call; ``"inline"`` runs them on the thread that moves the operation, for a gateway
+    object that answers at once (a slow call there delays all three). The GIL is released while the call waits; Ctrl-C on the
     main thread settles the operation ``interrupt`` and the call returns that result.
     """
 

@@ -1,16 +1,20 @@
 //! How the blocking runtime runs gateway calls.
 //!
-//! - [`InlineCalls`]: on the thread that pumps the effect. Right for an in-process gateway
-//!   that answers at once; an interrupt then waits at most for that instant call.
-//! - [`WorkerCalls`]: on one worker thread per operation, in order, so the operation's own
-//!   thread stays free to settle at once on an interrupt, a card answer or the deadline while
-//!   an HTTP call is out. A call whose answer the flow no longer awaits (it settled) is not
-//!   started.
+//! - [`InlineCalls`]: on the thread that pumps the effect. Right only for an in-process
+//!   gateway that answers at once: while a call runs there, the deadline cannot fire and an
+//!   input waits for the call.
+//! - [`WorkerCalls`]: off the operation's thread, on the threads of one process-wide pool, so
+//!   the operation settles at once on an interrupt, a card answer or the deadline while a
+//!   call is out. An operation's calls run one after another, in the order it made them; a
+//!   call whose answer the flow no longer awaits (it settled) is not started. A thread is
+//!   busy only while it runs calls: a thousand parked operations whose reads answer in a
+//!   millisecond share a few threads, and none is started per operation.
 
 use crate::handle::{CallStarter, OpHandle};
 use connop_core::tool_gateway::{BlockingToolGateway, CallId, GatewayCall};
-use std::sync::mpsc::{SendError, Sender, channel};
-use std::sync::{Arc, Mutex};
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
 
 /// Runs each call on the pumping thread.
 pub struct InlineCalls(pub Arc<dyn BlockingToolGateway>);
@@ -22,46 +26,140 @@ impl CallStarter for InlineCalls {
     }
 }
 
-/// Runs calls on one worker thread per operation, spawned on the first call.
-pub struct WorkerCalls {
+/// Runs an operation's calls in order on the process's call pool.
+pub struct WorkerCalls(Arc<Calls>);
+
+/// One operation's calls not yet run, and whether a pool thread is running them.
+struct Calls {
     gateway: Arc<dyn BlockingToolGateway>,
-    queue: Mutex<Option<Sender<(OpHandle, CallId, GatewayCall)>>>,
+    queue: Mutex<Queue>,
+}
+
+#[derive(Default)]
+struct Queue {
+    waiting: VecDeque<(OpHandle, CallId, GatewayCall)>,
+    /// A pool thread has (or is about to take) this queue: later calls join it.
+    running: bool,
 }
 
 impl WorkerCalls {
     /// Calls through `gateway`.
     pub fn new(gateway: Arc<dyn BlockingToolGateway>) -> Self {
-        WorkerCalls {
+        WorkerCalls(Arc::new(Calls {
             gateway,
-            queue: Mutex::new(None),
-        }
+            queue: Mutex::new(Queue::default()),
+        }))
     }
 }
 
 impl CallStarter for WorkerCalls {
     fn start(&self, op: &OpHandle, id: CallId, call: GatewayCall) {
-        let mut queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-        let sender = queue.get_or_insert_with(|| {
-            let (tx, rx) = channel::<(OpHandle, CallId, GatewayCall)>();
-            let gateway = self.gateway.clone();
-            std::thread::Builder::new()
-                .name("connop-gateway-calls".into())
-                .spawn(move || {
-                    for (op, id, call) in rx {
-                        if op.awaits(id) {
-                            let result = gateway.call(&call);
-                            op.deliver(id, result);
-                        }
-                    }
-                })
-                .map(|_| tx)
-                .unwrap_or_else(|_| channel().0)
-        });
-        if let Err(SendError((op, id, call))) = sender.send((op.clone(), id, call)) {
-            // No worker (the thread could not be spawned): run the call on this thread.
-            drop(queue);
-            let result = self.gateway.call(&call);
-            op.deliver(id, result);
+        let mut queue = lock(&self.0.queue);
+        queue.waiting.push_back((op.clone(), id, call));
+        if queue.running {
+            return;
+        }
+        queue.running = true;
+        drop(queue);
+        if !pool().submit(self.0.clone()) {
+            // No thread could be started: run the calls here rather than lose them.
+            self.0.run();
+        }
+    }
+}
+
+impl Calls {
+    /// Runs the queued calls until none is left.
+    fn run(&self) {
+        loop {
+            let next = {
+                let mut queue = lock(&self.queue);
+                let next = queue.waiting.pop_front();
+                if next.is_none() {
+                    queue.running = false;
+                }
+                next
+            };
+            let Some((op, id, call)) = next else { return };
+            if op.awaits(id) {
+                let result = self.gateway.call(&call);
+                op.deliver(id, result);
+            }
+        }
+    }
+}
+
+/// How long an idle pool thread waits for work before it ends.
+const IDLE: Duration = Duration::from_secs(10);
+
+/// The process's call threads: started when every one is busy, ended after [`IDLE`] without
+/// work.
+struct Pool {
+    state: Mutex<PoolState>,
+    work: Condvar,
+}
+
+#[derive(Default)]
+struct PoolState {
+    /// Operations whose queues wait for a thread.
+    ready: VecDeque<Arc<Calls>>,
+    /// Threads waiting for work.
+    idle: usize,
+}
+
+fn pool() -> &'static Pool {
+    static POOL: OnceLock<Pool> = OnceLock::new();
+    POOL.get_or_init(|| Pool {
+        state: Mutex::new(PoolState::default()),
+        work: Condvar::new(),
+    })
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Pool {
+    /// Hands `calls` to a thread; `false` when none is idle and none could be started.
+    fn submit(&'static self, calls: Arc<Calls>) -> bool {
+        let mut state = lock(&self.state);
+        if state.idle > state.ready.len() {
+            state.ready.push_back(calls);
+            drop(state);
+            self.work.notify_one();
+            return true;
+        }
+        drop(state);
+        let started = std::thread::Builder::new()
+            .name("connop-gateway-calls".into())
+            .spawn(move || {
+                calls.run();
+                self.serve();
+            });
+        started.is_ok()
+    }
+
+    /// A pool thread's life after its first queue: take the next, or end after [`IDLE`]
+    /// without one.
+    fn serve(&self) {
+        let mut state = lock(&self.state);
+        loop {
+            if let Some(calls) = state.ready.pop_front() {
+                drop(state);
+                calls.run();
+                state = lock(&self.state);
+                continue;
+            }
+            state.idle += 1;
+            let (next, waited) = self
+                .work
+                .wait_timeout(state, IDLE)
+                .unwrap_or_else(|p| p.into_inner());
+            state = next;
+            state.idle -= 1;
+            if waited.timed_out() && state.ready.is_empty() {
+                return;
+            }
         }
     }
 }

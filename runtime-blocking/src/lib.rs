@@ -9,8 +9,8 @@
 //!   rule stays in the core.
 //! - [`manage_connections`] runs one tool call on the calling thread: it loops on
 //!   [`OpHandle::step`] and parks until the next timer or change, one re-armable deadline.
-//!   Gateway calls run on a worker thread per operation ([`WorkerCalls`]) or inline
-//!   ([`InlineCalls`]) for an in-process gateway.
+//!   Gateway calls run off the operation's thread, on a shared pool ([`WorkerCalls`]), or
+//!   inline ([`InlineCalls`]) for an in-process gateway that answers at once.
 //! - [`http`]: the tool gateway's HTTP client ([`http::HttpToolGateway`]).
 
 pub mod calls;

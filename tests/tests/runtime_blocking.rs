@@ -80,3 +80,68 @@ fn an_interrupt_settles_at_once_while_a_slow_read_is_in_flight() {
         "waited for the slow read: {elapsed:?}"
     );
 }
+
+/// A gateway that notes which thread ran each call.
+struct Noting {
+    inner: SharedToolGateway,
+    threads: std::sync::Mutex<Vec<std::thread::ThreadId>>,
+}
+
+impl BlockingToolGateway for Noting {
+    fn call(
+        &self,
+        call: &connop_core::tool_gateway::GatewayCall,
+    ) -> Result<connop_core::tool_gateway::GatewayReply, connop_core::tool_gateway::GatewayError>
+    {
+        self.threads
+            .lock()
+            .unwrap()
+            .push(std::thread::current().id());
+        self.inner.call(call)
+    }
+}
+
+#[test]
+fn operations_share_the_call_threads_instead_of_starting_one_each() {
+    // Thirty operations one after another, each with a mint and reads: their calls run off
+    // the operation's thread, on a few pooled threads, not on thirty started for them.
+    let gateway = SharedToolGateway::new(ScriptedToolGateway::new().flips(&[("gmail", 2)]));
+    let noting = Arc::new(Noting {
+        inner: gateway.clone(),
+        threads: Default::default(),
+    });
+    for i in 0..30 {
+        let mut ctx: ToolContext<dyn BlockingToolGateway> = ToolContext::new(
+            SharedRegistry::new("/test/.connop"),
+            &format!("s{i}"),
+            noting.clone(),
+        );
+        ctx.surface = Surface::Desktop;
+        ctx.events = Some(Arc::new(|_: &Event| {}));
+        ctx.tick = Duration::from_millis(1);
+        let result = connop_blocking::manage_connections(
+            &json!({"action": "connect", "connectors": ["gmail"]}),
+            &ctx,
+        );
+        assert_eq!(result["settled_by"], "all_resolved", "{result}");
+        gateway.with(|gw| *gw = ScriptedToolGateway::new().flips(&[("gmail", 2)]));
+    }
+    let threads = noting.threads.lock().unwrap();
+    assert!(
+        threads.len() >= 90,
+        "a mint and two reads each: {}",
+        threads.len()
+    );
+    assert!(
+        !threads.contains(&std::thread::current().id()),
+        "calls ran on the operation's own thread"
+    );
+    let mut distinct = threads.clone();
+    distinct.sort_by_key(|t| format!("{t:?}"));
+    distinct.dedup();
+    assert!(
+        distinct.len() <= 4,
+        "{} call threads for 30 operations",
+        distinct.len()
+    );
+}

@@ -81,7 +81,9 @@ impl PyGateway {
 
 impl BlockingToolGateway for PyGateway {
     fn call(&self, call: &GatewayCall) -> Result<GatewayReply, GatewayError> {
-        Python::attach(|py| {
+        // Calls run on the pool's threads, which may still be running when the interpreter
+        // shuts down: then the call fails instead of touching a finalized interpreter.
+        Python::try_attach(|py| {
             let obj = self.obj.bind(py);
             let kwargs = PyDict::new(py);
             let answer = match call {
@@ -117,7 +119,13 @@ impl BlockingToolGateway for PyGateway {
                 GatewayCall::Account { .. } => account(answer).map(GatewayReply::Account),
             }
         })
+        .unwrap_or_else(|| Err(shutting_down()))
     }
+}
+
+/// A call made while the interpreter shuts down: a transport failure, as a raised exception.
+fn shutting_down() -> GatewayError {
+    GatewayError::Transport("the Python interpreter is shutting down".into())
 }
 
 fn set<'py, V: IntoPyObject<'py>>(
@@ -251,7 +259,9 @@ impl CallStarter for PyCalls {
     fn start(&self, op: &OpHandle, id: CallId, call: GatewayCall) {
         if let (Some(hosted), GatewayCall::List { .. }) = (&self.hosted_names, &call) {
             if op.call_purpose(id) == Some(CallPurpose::MisrouteList) {
-                op.deliver(id, Python::attach(|py| hosted_rows(py, hosted)));
+                let rows = Python::try_attach(|py| hosted_rows(py, hosted))
+                    .unwrap_or_else(|| Err(shutting_down()));
+                op.deliver(id, rows);
                 return;
             }
         }

@@ -36,7 +36,8 @@ pub fn events(on_card: Option<Py<PyAny>>, on_update: Option<Py<PyAny>>) -> Event
             _ => return,
         };
         let Ok(payload) = payload else { return };
-        Python::attach(|py| {
+        // Not after the interpreter began shutting down (a pool thread may pump then).
+        let _ = Python::try_attach(|py| {
             let callback = callback.bind(py);
             let outcome = to_py(py, &payload).and_then(|payload| callback.call1((payload,)));
             if let Err(error) = outcome {
@@ -59,8 +60,9 @@ pub fn events(on_card: Option<Py<PyAny>>, on_update: Option<Py<PyAny>>) -> Event
 /// the links at once. `on_card` gets the card request once, `on_update` every update frame.
 /// `gateway`: an `HttpGateway`, or any object with `list_connectors`, `connections` and
 /// `account_status`. `hosted_names` answers the misroute check instead of the connector
-/// list. `calls`: `"inline"` (the default for a Python gateway object) or `"worker"` (the
-/// default for `HttpGateway`). The GIL is released while the call waits; Ctrl-C on the main
+/// list. `calls`: `"worker"` (the default: calls run off the waiting thread, on a shared pool,
+/// so the deadline, an interrupt and a card answer never wait for a slow call) or `"inline"`
+/// (on the thread that moves the operation: only for a gateway that answers at once). The GIL is released while the call waits; Ctrl-C on the main
 /// thread settles the operation `interrupt` and the call returns that result.
 #[pyfunction]
 #[pyo3(signature = (
@@ -95,13 +97,13 @@ pub fn manage_connections(
             .map_err(|e| PyValueError::new_err(format!("args is not JSON: {e}")))?,
         Err(_) => from_py(args)?,
     };
-    let (gateway, native): (Arc<dyn BlockingToolGateway>, bool) =
-        match gateway.extract::<PyRef<'_, PyHttpGateway>>() {
-            Ok(http) => (http.inner.clone(), true),
-            Err(_) => (Arc::new(PyGateway::new(gateway.clone().unbind())), false),
-        };
+    let gateway: Arc<dyn BlockingToolGateway> = match gateway.extract::<PyRef<'_, PyHttpGateway>>()
+    {
+        Ok(http) => http.inner.clone(),
+        Err(_) => Arc::new(PyGateway::new(gateway.clone().unbind())),
+    };
     let inline = match calls {
-        None => !native,
+        None => false,
         Some("inline") => true,
         Some("worker") => false,
         Some(other) => {

@@ -167,3 +167,55 @@ def test_connops_http_client_from_python(registry):
     assert mint[1] == "/v1/connectors/connections" and mint[2] == "Bearer tok"
     assert mint[3]["returnTo"] == "connop-desktop"
     assert ("GET", "/v1/connectors/accounts/ca_gmail", "Bearer tok", None) in _Api.seen
+
+
+class Slow(Gateway):
+    """Every account read takes ``seconds`` (a gateway object that calls a real service)."""
+
+    def __init__(self, seconds, **kwargs):
+        super().__init__(**kwargs)
+        self.seconds = seconds
+
+    def account_status(self, connection_id, *, timeout=None):
+        import time
+        time.sleep(self.seconds)
+        return super().account_status(connection_id, timeout=timeout)
+
+
+def test_a_slow_read_does_not_hold_back_the_deadline(registry):
+    # SPEC §5.5: the deadline fires on its own timer, whatever reads are in flight.
+    import time
+    started = time.monotonic()
+    out = run(CONNECT, Slow(3.0), tick=0.01, deadline=0.5, registry=registry)
+    elapsed = time.monotonic() - started
+    assert out["settled_by"] == "deadline", out
+    assert elapsed < 2.0, f"waited for the read: {elapsed:.2f} s"
+
+
+def test_an_interrupt_and_a_card_answer_do_not_wait_for_a_slow_read(registry):
+    import time
+    for how in ("interrupt", "answer"):
+        token = connop.Interrupt()
+        carded = threading.Event()
+        out = {}
+
+        def call():
+            out["result"] = run(CONNECT, Slow(3.0), session_key=f"s-{how}", tick=0.01,
+                                deadline=30.0, registry=registry, interrupt=token,
+                                on_card=lambda card: carded.set())
+        thread = threading.Thread(target=call)
+        thread.start()
+        assert carded.wait(10), "the card"
+        time.sleep(0.1)  # the first read is out now
+        started = time.monotonic()
+        if how == "interrupt":
+            token.trigger()
+        else:
+            registry.current(f"s-{how}").respond({"targets": [{"name": "gmail", "status": "skipped"}]})
+        answered = time.monotonic() - started
+        thread.join(10)
+        returned = time.monotonic() - started
+        assert answered < 1.0, f"{how} waited for the read: {answered:.2f} s"
+        assert returned < 1.5, f"{how}: the call waited for the read: {returned:.2f} s"
+        expected = "interrupt" if how == "interrupt" else "all_resolved"
+        assert out["result"]["settled_by"] == expected, out

@@ -53,10 +53,23 @@ impl Drop for Scratch {
 #[test]
 fn a_bad_flag_value_is_a_usage_error_naming_the_flag() {
     let home = Scratch::new("flags");
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 7] = [
         (
             &["gateway", "--tick=-1"],
             "connop: --tick must be a non-negative number of seconds, not -1",
+        ),
+        (
+            // A watcher with no pause between reads floods the tool gateway.
+            &["connect", "gmail", "--tick", "0"],
+            "connop: --tick must be at least 0.01 seconds (each live row is read once per tick), not 0",
+        ),
+        (
+            &["gateway", "--tick", "0.001"],
+            "connop: --tick must be at least 0.01 seconds (each live row is read once per tick), not 0.001",
+        ),
+        (
+            &["connect", "gmail", "--deadline=1e300"],
+            "connop: --deadline is too large: 1e300 seconds",
         ),
         (
             &["gateway", "--deadline", "NaN"],
@@ -78,6 +91,68 @@ fn a_bad_flag_value_is_a_usage_error_naming_the_flag() {
     }
     // Nothing was started: no lease was taken, no state written.
     assert!(!home.0.join("runtime").exists());
+}
+
+#[test]
+fn a_return_url_setting_connect_does_not_understand_is_refused_not_ignored() {
+    let home = Scratch::new("return-url");
+    let output = connop()
+        .args(["connect", "gmail"])
+        .env("CONNOP_HOME", &home.0)
+        .env("CONNOP_RETURN_URL", "https://example.com/back")
+        .stdin(Stdio::null())
+        .output()
+        .expect("connop runs");
+    assert_eq!(
+        failure(&output),
+        (
+            Some(2),
+            "connop: CONNOP_RETURN_URL=\"https://example.com/back\" is not understood: set it to \
+             'loopback' (a return URL on 127.0.0.1 for a hosted tool gateway that redirects \
+             there), or unset it"
+                .to_owned()
+        )
+    );
+    // Every command a person runs names the variables it reads in its help.
+    for command in ["connect", "connectors", "gateway"] {
+        let help = run(&[command, "--help"], &home.0);
+        let text = String::from_utf8_lossy(&help.stdout);
+        for variable in ["CONNECTOR_GATEWAY_URL", "CONNOP_HOME", "CONNOP_RETURN_URL"] {
+            assert!(text.contains(variable), "{command} --help: {variable}");
+        }
+    }
+}
+
+#[test]
+fn a_stderr_nobody_can_write_changes_no_exit_status() {
+    // A closed pipe or a full disk on stderr: the exit status still tells (no panic, 101).
+    let home = Scratch::new("stderr");
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    let typo = connop()
+        .args(["connect", "gmial"])
+        .env("CONNOP_HOME", &home.0)
+        .stdin(Stdio::null())
+        .stderr(full())
+        .output()
+        .expect("connop runs");
+    assert_eq!(typo.status.code(), Some(2));
+    let connected = connop()
+        .args(["connect", "gmail", "--sim-auto", "0"])
+        .env("CONNOP_HOME", &home.0)
+        .stdin(Stdio::null())
+        .stderr(full())
+        .output()
+        .expect("connop runs");
+    assert_eq!(connected.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&connected.stdout),
+        "gmail  connected\n"
+    );
 }
 
 #[test]

@@ -52,11 +52,37 @@ impl From<Refusal> for AppError {
 /// The person's input is wrong: a flag's value, an argument, a variable. Exit 2.
 #[derive(Debug, thiserror::Error)]
 pub enum UsageError {
-    /// A duration flag that is negative, not finite, or too large.
+    /// A duration flag that is negative, infinite or not a number.
     #[error("--{flag} must be a non-negative number of seconds, not {value}")]
     Seconds {
         /// The flag, without its dashes.
         flag: &'static str,
+        /// What was given.
+        value: f64,
+    },
+    /// A duration flag past what a duration holds.
+    #[error("--{flag} is too large: {value:e} seconds")]
+    SecondsTooLarge {
+        /// The flag, without its dashes.
+        flag: &'static str,
+        /// What was given.
+        value: f64,
+    },
+    /// `CONNOP_RETURN_URL` other than `loopback`.
+    #[error(
+        "CONNOP_RETURN_URL={value:?} is not understood: set it to 'loopback' (a return URL on \
+         127.0.0.1 for a hosted tool gateway that redirects there), or unset it"
+    )]
+    ReturnUrl {
+        /// What was given.
+        value: String,
+    },
+    /// A tick so short that the watcher would read the tool gateway without a pause.
+    #[error(
+        "--tick must be at least {} seconds (each live row is read once per tick), not {value}",
+        crate::app::cli::MIN_TICK.as_secs_f64()
+    )]
+    TickTooShort {
         /// What was given.
         value: f64,
     },

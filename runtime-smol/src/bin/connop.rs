@@ -9,7 +9,7 @@ use connop_smol::app::cli::listen::ListenAddr;
 use connop_smol::app::cli::peer::{DmOptions, peer_dm};
 use connop_smol::app::cli::serve::{ServeOptions, check_exposure, serve};
 use connop_smol::app::cli::sim_gateway::run_sim_tool_gateway;
-use connop_smol::app::cli::{choose_tool_gateway, lease, profile, seconds, watch_signals};
+use connop_smol::app::cli::{choose_tool_gateway, lease, profile, seconds, tick, watch_signals};
 use connop_smol::app::error::{AppError, UsageError};
 use connop_smol::app::rpc::{DEFAULT_MAX_OUTPUT, RpcConfig};
 use connop_smol::app::sim_gateway::SimOptions;
@@ -22,12 +22,15 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// The variables every command reads, shown under each command's help.
+const ENVIRONMENT: &str = "Environment:\n  CONNECTOR_GATEWAY_URL    the tool gateway's origin; unset: an embedded simulated gateway is started\n  CONNECTOR_GATEWAY_TOKEN  its bearer token (with the URL unset: the embedded gateway's, /sim/* included)\n  CONNOP_HOME              where state lives (default ~/.connop)\n  CONNOP_DATABASE_URL      gateway --http: sessions and runs in PostgreSQL, shared by replicas\n  CONNOP_RETURN_URL        connect: `loopback` serves a return URL on 127.0.0.1 for a hosted tool gateway too (always with the embedded one)\n  RUST_LOG                 what is logged on stderr (default info; warn for connect's card on a terminal)";
+
 #[derive(Parser)]
 #[command(
     name = "connop",
     version,
     about = "Connection operations for AI-agent gateways: connect accounts through a tool gateway, settle exactly once.",
-    after_help = "Environment:\n  CONNECTOR_GATEWAY_URL    the tool gateway's origin; unset: an embedded simulated gateway is started\n  CONNECTOR_GATEWAY_TOKEN  its bearer token (with the URL unset: the embedded gateway's, /sim/* included)\n  CONNOP_HOME              where state lives (default ~/.connop)\n  CONNOP_DATABASE_URL      gateway --http: sessions and runs in PostgreSQL, shared by replicas\n  RUST_LOG                 what is logged on stderr (default info; warn for connect's card on a terminal)"
+    after_help = ENVIRONMENT
 )]
 struct Cli {
     /// The shape of log lines on stderr: `text` or `json` (one object per line). RUST_LOG
@@ -46,7 +49,7 @@ enum Command {
     /// sessions it creates; requests on a transport are served concurrently. SIGINT, SIGTERM,
     /// or EOF of stdin (when stdio is served) settle every open operation `interrupt`, answer
     /// every pending request, and exit 0.
-    #[command(name = "gateway")]
+    #[command(name = "gateway", after_help = ENVIRONMENT)]
     Serve(ServeArgs),
     /// Connect accounts from this terminal: one operation with a live card.
     ///
@@ -58,8 +61,10 @@ enum Command {
     /// connector on stdout (the result JSON with --json). Exit status: 0 all connected, 3 one
     /// not connected, 1 a tool-gateway failure, 2 a usage error (an unknown connector
     /// included), 130 interrupted from the keyboard or SIGINT, 143 SIGTERM.
+    #[command(after_help = ENVIRONMENT)]
     Connect(ConnectArgs),
     /// List the tool gateway's connectors and whether each one is connected.
+    #[command(after_help = ENVIRONMENT)]
     Connectors(ConnectorsArgs),
     /// Talk to other gateways.
     #[command(subcommand)]
@@ -86,7 +91,7 @@ struct Timings {
         env = "CONNOP_DEADLINE"
     )]
     deadline: f64,
-    /// Seconds between two account reads of the watcher.
+    /// Seconds between two account reads of the watcher (at least 0.01).
     #[arg(long, value_name = "SECS", default_value_t = 1.0, env = "CONNOP_TICK")]
     tick: f64,
     /// Names the local MCP catalog serves (comma-separated): a failed mint of one of these
@@ -266,7 +271,7 @@ fn run(cli: Cli) -> Result<u8, AppError> {
     match cli.command {
         Command::Serve(args) => {
             // Flags first: nothing starts on a bad one.
-            let tick = seconds("tick", args.timings.tick)?;
+            let tick = tick(args.timings.tick)?;
             let deadline = seconds("deadline", args.timings.deadline)?;
             check_exposure(
                 &args.listen,
@@ -329,7 +334,7 @@ fn run(cli: Cli) -> Result<u8, AppError> {
                 reconnect: args.reconnect,
                 force: args.force,
                 deadline: seconds("deadline", args.timings.deadline)?,
-                tick: seconds("tick", args.timings.tick)?,
+                tick: tick(args.timings.tick)?,
                 catalog: catalog(&args.timings.mcp_catalog),
                 json: args.json,
                 sim_auto: args.sim_auto.map(|s| seconds("sim-auto", s)).transpose()?,

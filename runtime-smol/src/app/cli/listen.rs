@@ -82,7 +82,7 @@ pub async fn listen(
         ListenAddr::Tcp(tcp) => {
             let listener = smol::net::TcpListener::bind(tcp).await.map_err(failed)?;
             let bound = listener.local_addr().map_err(failed)?;
-            eprintln!("listening tcp://{bound}");
+            super::announce_listening(format_args!("tcp://{bound}"));
             let log = ListenerLog::up(format!("tcp:{bound}"));
             Ok(smol::spawn(async move {
                 let accept = || async {
@@ -98,7 +98,7 @@ pub async fn listen(
                 return Err(EnvironmentError::AddressInUse { addr: shown });
             }
             let listener = smol::net::unix::UnixListener::bind(path).map_err(failed)?;
-            eprintln!("listening unix://{}", path.display());
+            super::announce_listening(format_args!("unix://{}", path.display()));
             let log = ListenerLog::up(shown);
             Ok(smol::spawn(async move {
                 let accept = || async {

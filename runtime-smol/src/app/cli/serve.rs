@@ -151,7 +151,7 @@ async fn serve_api(
     let bound = listener.local_addr().map_err(failed)?;
     // After the bind: a PostgreSQL replica's default id is this host and port.
     let api = Api::open(config, bound.port()).await?;
-    eprintln!("listening http://{bound}");
+    super::announce_listening(format_args!("http://{bound}"));
     let task = smol::spawn(api.clone().serve(listener));
     Ok((api, task))
 }

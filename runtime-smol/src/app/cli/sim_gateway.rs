@@ -15,7 +15,7 @@ pub fn run_sim_tool_gateway(options: SimOptions) -> Result<(), AppError> {
                 addr: options.listen.to_string(),
                 source,
             })?;
-        eprintln!("listening {}", server.url());
+        super::announce_listening(format_args!("{}", server.url()));
         futures_lite::future::or(server.serve(listener), async {
             signals.next().await;
         })

@@ -57,8 +57,10 @@ pub fn choose_tool_gateway(auto_complete: Option<Duration>) -> Result<ChosenTool
         return start_embedded(token, auto_complete);
     };
     if token.as_deref().is_none_or(|t| t.trim().is_empty()) {
-        eprintln!(
-            "connop: CONNECTOR_GATEWAY_TOKEN is unset: every call to {url} will fail without being sent"
+        tracing::warn!(
+            target: "connop::tool_gateway",
+            url = %url,
+            "CONNECTOR_GATEWAY_TOKEN is unset: every call to the tool gateway will fail without being sent",
         );
     }
     let origin = url.trim_end_matches('/').to_owned();
@@ -80,8 +82,12 @@ fn start_embedded(
         options = options.auto_complete(after);
     }
     let sim = SimToolGateway::start(options).map_err(EnvironmentError::EmbeddedToolGateway)?;
-    eprintln!("connop: CONNECTOR_GATEWAY_URL is unset: using the embedded simulated tool gateway");
-    eprintln!("listening {}", sim.url());
+    tracing::info!(
+        target: "connop::tool_gateway",
+        url = %sim.url(),
+        "CONNECTOR_GATEWAY_URL is unset: using the embedded simulated tool gateway",
+    );
+    super::announce_listening(format_args!("{}", sim.url()));
     let client = AsyncHttpToolGateway::new(ClientConfig::new(sim.url(), Some(token)))
         .map_err(EnvironmentError::HttpClient)?;
     Ok(ChosenToolGateway {

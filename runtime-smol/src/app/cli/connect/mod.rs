@@ -60,6 +60,7 @@ pub struct ConnectOptions {
 /// interrupt too). At the end, one summary line per target on stdout, or the model result
 /// JSON with `--json`. Returns the exit status of SPEC §12.3.
 pub fn run_connect(options: ConnectOptions) -> Result<u8, AppError> {
+    let loopback_return = returns::requested()?;
     let tool_gateway = choose_for_person(options.sim_auto)?;
     let recording = RecordingToolGateway::new(tool_gateway.client.clone());
     let client: Arc<dyn AsyncToolGateway> = recording.clone();
@@ -82,8 +83,11 @@ pub fn run_connect(options: ConnectOptions) -> Result<u8, AppError> {
     ctx.local_catalog = options.catalog.clone();
     ctx.interrupt = Some(interrupt.clone());
     // The browser's way back (SPEC §12.1): each return reads the rows at once.
-    let returns =
-        returns::start_if_wanted(tool_gateway.embedded.is_some(), &registry, &session_key);
+    let returns = returns::start_if_wanted(
+        loopback_return || tool_gateway.embedded.is_some(),
+        &registry,
+        &session_key,
+    );
     ctx.return_to = returns.as_ref().map(|r| Text::from(r.url()));
 
     let restore = RestoreOnDrop(screen.clone());

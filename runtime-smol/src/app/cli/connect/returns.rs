@@ -7,6 +7,7 @@
 //! It is a small HTTP/1.1 server on `127.0.0.1:0` on its own thread; dropping the
 //! [`ReturnListener`] stops it.
 
+use crate::app::error::UsageError;
 use crate::app::net::serve_connections;
 use connop_blocking::{OpHandle, SharedRegistry};
 use futures_lite::FutureExt;
@@ -67,11 +68,18 @@ fn decode(text: &str) -> String {
 /// What to do with each return; runs on the listener's thread.
 pub type OnReturn = Arc<dyn Fn(&Return) + Send + Sync>;
 
-/// Whether `connop connect` serves a loopback return URL: with the embedded tool gateway
-/// (its consent page redirects there), or when `CONNOP_RETURN_URL=loopback` asks for it.
-pub fn wanted(embedded: bool) -> bool {
-    embedded
-        || std::env::var("CONNOP_RETURN_URL").is_ok_and(|v| v.trim().eq_ignore_ascii_case(LOOPBACK))
+/// Whether `CONNOP_RETURN_URL=loopback` asks for the loopback return URL with a hosted tool
+/// gateway too (unset or empty: no). Any other value is refused rather than ignored.
+pub fn requested() -> Result<bool, UsageError> {
+    match std::env::var("CONNOP_RETURN_URL") {
+        Ok(value) if value.trim().eq_ignore_ascii_case(LOOPBACK) => Ok(true),
+        Ok(value) if value.trim().is_empty() => Ok(false),
+        Ok(value) => Err(UsageError::ReturnUrl { value }),
+        Err(std::env::VarError::NotPresent) => Ok(false),
+        Err(std::env::VarError::NotUnicode(value)) => Err(UsageError::ReturnUrl {
+            value: value.to_string_lossy().into_owned(),
+        }),
+    }
 }
 
 /// The hint a return makes for the session's open operation: the row holding its connection
@@ -88,14 +96,15 @@ pub fn hint_from(registry: &SharedRegistry, session_key: &str) -> OnReturn {
     })
 }
 
-/// Starts the return listener when [`wanted`]; a listener that cannot bind is logged and
+/// Starts the return listener when `wanted` (with the embedded tool gateway, whose consent
+/// page redirects there, or when [`requested`]); a listener that cannot bind is logged and
 /// done without (the watcher's ticks still see the decision).
 pub fn start_if_wanted(
-    embedded: bool,
+    wanted: bool,
     registry: &SharedRegistry,
     session_key: &str,
 ) -> Option<ReturnListener> {
-    if !wanted(embedded) {
+    if !wanted {
         return None;
     }
     match ReturnListener::start(hint_from(registry, session_key)) {

@@ -201,6 +201,9 @@ fn what_the_machine_refuses_exits_1_naming_the_path_or_address() {
         line.starts_with(&format!("connop: cannot listen on {listen}: ")),
         "{line}"
     );
+    // Refused before anything started: no embedded tool gateway announced beside the error.
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().collect::<Vec<_>>(), [line.as_str()]);
 
     // CONNOP_HOME is a file: the state database has no folder to live in.
     let file = home.0.join("a-file");
@@ -212,6 +215,8 @@ fn what_the_machine_refuses_exits_1_naming_the_path_or_address() {
         line.starts_with(&format!("connop: cannot create {}: ", file.display())),
         "{line}"
     );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("listening "), "{stderr}");
 
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();

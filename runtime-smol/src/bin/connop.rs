@@ -5,11 +5,11 @@ use connop_core::operation::Text;
 use connop_smol::app::api::executor::TurnExecutor;
 use connop_smol::app::api::{ApiConfig, DEFAULT_MAX_BODY};
 use connop_smol::app::cli::connect::{ConnectOptions, run_connect, run_connectors};
-use connop_smol::app::cli::listen::ListenAddr;
+use connop_smol::app::cli::listen::{ListenAddr, host_port};
 use connop_smol::app::cli::peer::{DmOptions, peer_dm};
 use connop_smol::app::cli::serve::{ServeOptions, check_exposure, serve};
 use connop_smol::app::cli::sim_gateway::run_sim_tool_gateway;
-use connop_smol::app::cli::{choose_tool_gateway, lease, profile, seconds, tick, watch_signals};
+use connop_smol::app::cli::{lease, profile, seconds, tick, watch_signals};
 use connop_smol::app::error::{AppError, UsageError};
 use connop_smol::app::rpc::{DEFAULT_MAX_OUTPUT, RpcConfig};
 use connop_smol::app::sim_gateway::SimOptions;
@@ -48,7 +48,9 @@ enum Command {
     /// One JSON object per line. Each transport (stdio, or one accepted connection) owns the
     /// sessions it creates; requests on a transport are served concurrently. SIGINT, SIGTERM,
     /// or EOF of stdin (when stdio is served) settle every open operation `interrupt`, answer
-    /// every pending request, and exit 0.
+    /// every pending request, and exit 0. Once everything is bound, each server says
+    /// `listening <scheme>://<addr>` on stderr, in this order: the embedded tool gateway (with
+    /// CONNECTOR_GATEWAY_URL unset), each --listen as given, then --http.
     #[command(name = "gateway", after_help = ENVIRONMENT)]
     Serve(ServeArgs),
     /// Connect accounts from this terminal: one operation with a live card.
@@ -113,7 +115,7 @@ struct ServeArgs {
     /// Serve the HTTP API of runs, sessions and session chat on HOST:PORT (port 0 picks one;
     /// prints `listening http://<addr>`). State lives in CONNOP_HOME/state.db, or in
     /// PostgreSQL with --database-url.
-    #[arg(long, value_name = "HOST:PORT")]
+    #[arg(long, value_name = "HOST:PORT", value_parser = host_port)]
     http: Option<SocketAddr>,
     /// Require `Authorization: Bearer K` on every HTTP route but /health.
     #[arg(long, value_name = "K", env = "CONNOP_API_KEY")]
@@ -252,7 +254,7 @@ struct DmArgs {
 #[derive(Args)]
 struct SimArgs {
     /// Address to listen on. Prints `listening http://<addr>` once bound.
-    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:0")]
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:0", value_parser = host_port)]
     listen: SocketAddr,
     /// Accounts become active by themselves this many seconds after their mint.
     #[arg(long, value_name = "SECS")]
@@ -281,15 +283,15 @@ fn run(cli: Cli) -> Result<u8, AppError> {
             )?;
             // Before the first `listening` line (the embedded tool gateway's, if any).
             let signals = watch_signals()?;
-            let tool_gateway = choose_tool_gateway(None)?;
-            let rpc = RpcConfig {
-                tool_gateway: tool_gateway.client.clone(),
+            let (catalog, max_output) = (catalog(&args.timings.mcp_catalog), args.max_output);
+            let rpc = Box::new(move |tool_gateway| RpcConfig {
+                tool_gateway,
                 profile: profile(),
                 tick,
                 deadline,
-                catalog: catalog(&args.timings.mcp_catalog),
-                max_output: args.max_output,
-            };
+                catalog,
+                max_output,
+            });
             let executor = match args.agent_cmd {
                 Some(command) => TurnExecutor::Command(command),
                 None => TurnExecutor::Echo,

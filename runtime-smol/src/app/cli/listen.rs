@@ -28,7 +28,7 @@ pub enum ListenAddrError {
     #[error("unix: needs a socket path, e.g. unix:/tmp/connop.sock")]
     NoPath,
     /// `tcp:` with something that is not `HOST:PORT`.
-    #[error("'{0}' is not HOST:PORT, e.g. tcp:127.0.0.1:7777")]
+    #[error("'{0}' is not HOST:PORT (an IP address or localhost), e.g. tcp:127.0.0.1:7777")]
     NotHostPort(String),
     /// Neither scheme.
     #[error("'{0}' is neither unix:PATH nor tcp:HOST:PORT")]
@@ -45,13 +45,32 @@ impl std::str::FromStr for ListenAddr {
             return Ok(ListenAddr::Unix(path.into()));
         }
         if let Some(addr) = s.strip_prefix("tcp:") {
-            return addr
-                .parse()
+            return host_port(addr)
                 .map(ListenAddr::Tcp)
                 .map_err(|_| ListenAddrError::NotHostPort(addr.to_owned()));
         }
         Err(ListenAddrError::NoScheme(s.to_owned()))
     }
+}
+
+/// A `HOST:PORT` to listen on that is not one (the parser reports it as a usage error).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("'{0}' is not HOST:PORT (an IP address or localhost), e.g. 127.0.0.1:8642")]
+pub struct HostPortError(String);
+
+/// `HOST:PORT` with an IP address, or `localhost` for 127.0.0.1 (no name lookup: an address
+/// to bind, not one to resolve).
+pub fn host_port(text: &str) -> Result<SocketAddr, HostPortError> {
+    if let Ok(addr) = text.parse() {
+        return Ok(addr);
+    }
+    let refused = || HostPortError(text.to_owned());
+    let (host, port) = text.rsplit_once(':').ok_or_else(refused)?;
+    if !host.eq_ignore_ascii_case("localhost") {
+        return Err(refused());
+    }
+    let port: u16 = port.parse().map_err(|_| refused())?;
+    Ok(SocketAddr::from(([127, 0, 0, 1], port)))
 }
 
 /// The transports accepted so far that may still be live, for shutdown to wait on.
@@ -60,16 +79,18 @@ pub type Connections = Arc<Mutex<Vec<smol::Task<()>>>>;
 /// How long a unix socket's owner may take to answer before it counts as live anyway.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// Binds `addr`, says `listening <scheme>://<addr>` on stderr, and accepts transports until
-/// the returned task is dropped. A unix socket another live process answers on is refused
-/// (`address in use`); a stale one (nobody answers) is replaced.
-pub async fn listen(
-    addr: &ListenAddr,
-    server: &Arc<RpcServer>,
-    in_flight: &Arc<Count>,
-    connections: &Connections,
-) -> Result<smol::Task<()>, EnvironmentError> {
-    let (server, in_flight, connections) = (server.clone(), in_flight.clone(), connections.clone());
+/// A listener bound, not yet announced nor accepting: every listener of a command is bound
+/// before anything is announced or started, so a refused one leaves nothing behind.
+pub enum Bound {
+    /// A TCP listener and the address it took.
+    Tcp(smol::net::TcpListener, SocketAddr),
+    /// A unix socket listener and its path.
+    Unix(smol::net::unix::UnixListener, PathBuf),
+}
+
+/// Binds `addr`. A unix socket another live process answers on is refused (`address in
+/// use`); a stale one (nobody answers) is replaced.
+pub async fn bind(addr: &ListenAddr) -> Result<Bound, EnvironmentError> {
     let shown = match addr {
         ListenAddr::Tcp(tcp) => format!("tcp:{tcp}"),
         ListenAddr::Unix(path) => format!("unix:{}", path.display()),
@@ -82,31 +103,53 @@ pub async fn listen(
         ListenAddr::Tcp(tcp) => {
             let listener = smol::net::TcpListener::bind(tcp).await.map_err(failed)?;
             let bound = listener.local_addr().map_err(failed)?;
-            super::announce_listening(format_args!("tcp://{bound}"));
-            let log = ListenerLog::up(format!("tcp:{bound}"));
-            Ok(smol::spawn(async move {
-                let accept = || async {
-                    let (stream, peer) = listener.accept().await?;
-                    let _ = stream.set_nodelay(true);
-                    Ok((stream, peer.to_string()))
-                };
-                accept_all(log.name(), "tcp", accept, server, in_flight, connections).await;
-            }))
+            Ok(Bound::Tcp(listener, bound))
         }
         ListenAddr::Unix(path) => {
             if socket_is_live(path).await {
                 return Err(EnvironmentError::AddressInUse { addr: shown });
             }
             let listener = smol::net::unix::UnixListener::bind(path).map_err(failed)?;
-            super::announce_listening(format_args!("unix://{}", path.display()));
-            let log = ListenerLog::up(shown);
-            Ok(smol::spawn(async move {
-                let accept = || async {
-                    let (stream, _) = listener.accept().await?;
-                    Ok((stream, String::new()))
-                };
-                accept_all(log.name(), "unix", accept, server, in_flight, connections).await;
-            }))
+            Ok(Bound::Unix(listener, path.clone()))
+        }
+    }
+}
+
+impl Bound {
+    /// Says `listening <scheme>://<addr>` on stderr and accepts transports until the
+    /// returned task is dropped.
+    pub fn serve(
+        self,
+        server: &Arc<RpcServer>,
+        in_flight: &Arc<Count>,
+        connections: &Connections,
+    ) -> smol::Task<()> {
+        let (server, in_flight, connections) =
+            (server.clone(), in_flight.clone(), connections.clone());
+        match self {
+            Bound::Tcp(listener, bound) => {
+                super::announce_listening(format_args!("tcp://{bound}"));
+                let log = ListenerLog::up(format!("tcp:{bound}"));
+                smol::spawn(async move {
+                    let accept = || async {
+                        let (stream, peer) = listener.accept().await?;
+                        let _ = stream.set_nodelay(true);
+                        Ok((stream, peer.to_string()))
+                    };
+                    accept_all(log.name(), "tcp", accept, server, in_flight, connections).await;
+                })
+            }
+            Bound::Unix(listener, path) => {
+                super::announce_listening(format_args!("unix://{}", path.display()));
+                let log = ListenerLog::up(format!("unix:{}", path.display()));
+                smol::spawn(async move {
+                    let accept = || async {
+                        let (stream, _) = listener.accept().await?;
+                        Ok((stream, String::new()))
+                    };
+                    accept_all(log.name(), "unix", accept, server, in_flight, connections).await;
+                })
+            }
         }
     }
 }
@@ -202,8 +245,34 @@ mod tests {
         let refused = |s: &str| s.parse::<ListenAddr>().unwrap_err().to_string();
         assert_eq!(
             refused("tcp:localhost"),
-            "'localhost' is not HOST:PORT, e.g. tcp:127.0.0.1:7777"
+            "'localhost' is not HOST:PORT (an IP address or localhost), e.g. tcp:127.0.0.1:7777"
         );
+        assert_eq!(
+            "tcp:localhost:0".parse(),
+            Ok(ListenAddr::Tcp("127.0.0.1:0".parse().unwrap()))
+        );
+        assert_eq!(
+            "tcp:[::1]:7".parse(),
+            Ok(ListenAddr::Tcp("[::1]:7".parse().unwrap()))
+        );
+        assert_eq!(
+            host_port("LocalHost:8642"),
+            Ok("127.0.0.1:8642".parse().unwrap())
+        );
+        for bad in [
+            "example.com:80",
+            "localhost:99999",
+            "localhost",
+            ":80",
+            "localhost:",
+        ] {
+            assert_eq!(
+                host_port(bad).unwrap_err().to_string(),
+                format!(
+                    "'{bad}' is not HOST:PORT (an IP address or localhost), e.g. 127.0.0.1:8642"
+                )
+            );
+        }
         assert_eq!(
             refused("udp:1"),
             "'udp:1' is neither unix:PATH nor tcp:HOST:PORT"

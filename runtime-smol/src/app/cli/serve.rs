@@ -1,7 +1,8 @@
 //! `connop gateway`: the JSON-RPC server (SPEC §7) on stdio and on listeners, and the HTTP
 //! API (SPEC §9) when `--http` is given, until a signal or the end of stdin.
 
-use super::listen::{Connections, ListenAddr, listen};
+use super::listen::{Connections, ListenAddr, bind};
+use super::tool_gateway::choose_tool_gateway;
 use crate::app::api::executor::end_all_agent_commands;
 use crate::app::api::{Api, ApiConfig};
 use crate::app::error::{AppError, EnvironmentError, UsageError};
@@ -9,6 +10,7 @@ use crate::app::rpc::transport::{TransportInfo, serve_transport};
 use crate::app::rpc::{RpcConfig, RpcServer};
 use crate::app::sync::Count;
 use async_signal::Signals;
+use connop_core::tool_gateway::AsyncToolGateway;
 use futures_lite::StreamExt;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -22,8 +24,9 @@ pub struct ServeOptions {
     pub listen: Vec<ListenAddr>,
     /// The HTTP API of runs and sessions, if asked for.
     pub http: Option<(SocketAddr, ApiConfig)>,
-    /// How the JSON-RPC server runs operations.
-    pub rpc: RpcConfig,
+    /// How the JSON-RPC server runs operations, given the tool gateway (chosen, and the
+    /// embedded one started, only once every listener is bound and the store is open).
+    pub rpc: Box<dyn FnOnce(Arc<dyn AsyncToolGateway>) -> RpcConfig>,
 }
 
 /// Refuses what would expose an unauthenticated protocol beyond this machine (SPEC §12.4):
@@ -60,21 +63,30 @@ pub fn check_exposure(
 /// ends the active runs, and returns (within a second).
 pub fn serve(options: ServeOptions, mut signals: Signals) -> Result<(), AppError> {
     smol::block_on(async move {
-        let server = RpcServer::new(options.rpc);
-        let in_flight = Arc::new(Count::default());
-        let connections: Connections = Arc::default();
-        let mut listeners = Vec::new();
+        // Everything that can be refused first: a failed start announces nothing and leaves
+        // no embedded tool gateway behind its error line.
+        let mut bound = Vec::new();
         for addr in &options.listen {
-            listeners.push(listen(addr, &server, &in_flight, &connections).await?);
+            bound.push(bind(addr).await?);
         }
         let api = match options.http {
-            Some((addr, config)) => {
-                let (api, task) = serve_api(addr, config).await?;
-                listeners.push(task);
-                Some(api)
-            }
+            Some((addr, config)) => Some(open_api(addr, config).await?),
             None => None,
         };
+        // Announced in this order: the embedded tool gateway, each `--listen`, the HTTP API.
+        let tool_gateway = choose_tool_gateway(None)?;
+        let server = RpcServer::new((options.rpc)(tool_gateway.client.clone()));
+        let in_flight = Arc::new(Count::default());
+        let connections: Connections = Arc::default();
+        let mut listeners: Vec<smol::Task<()>> = bound
+            .into_iter()
+            .map(|bound| bound.serve(&server, &in_flight, &connections))
+            .collect();
+        let api = api.map(|(api, listener, bound)| {
+            super::announce_listening(format_args!("http://{bound}"));
+            listeners.push(smol::spawn(api.clone().serve(listener)));
+            api
+        });
         let stdio = options.stdio || (options.listen.is_empty() && api.is_none());
         let mut stdio_task = stdio.then(|| {
             smol::spawn(serve_transport(
@@ -133,16 +145,16 @@ pub fn serve(options: ServeOptions, mut signals: Signals) -> Result<(), AppError
         .await;
         // The grace between SIGTERM and SIGKILL does not fit in the second shutdown has.
         end_all_agent_commands();
+        drop(tool_gateway);
         Ok(())
     })
 }
 
-/// Binds `addr`, opens the store, says `listening http://<addr>`, and serves the HTTP API
-/// until the task is dropped.
-async fn serve_api(
+/// Binds `addr` and opens the store, for the HTTP API to serve once announced.
+async fn open_api(
     addr: SocketAddr,
     config: ApiConfig,
-) -> Result<(Arc<Api>, smol::Task<()>), AppError> {
+) -> Result<(Arc<Api>, smol::net::TcpListener, SocketAddr), AppError> {
     let failed = |source| EnvironmentError::Listen {
         addr: addr.to_string(),
         source,
@@ -151,9 +163,7 @@ async fn serve_api(
     let bound = listener.local_addr().map_err(failed)?;
     // After the bind: a PostgreSQL replica's default id is this host and port.
     let api = Api::open(config, bound.port()).await?;
-    super::announce_listening(format_args!("http://{bound}"));
-    let task = smol::spawn(api.clone().serve(listener));
-    Ok((api, task))
+    Ok((api, listener, bound))
 }
 
 #[cfg(test)]

@@ -65,6 +65,16 @@ pub enum ArgError {
     NamesRequired(&'static str),
 }
 
+/// A target's name as given (SPEC §5.1): trimmed and lower-cased; empty is refused. Callers
+/// drop duplicates, keeping the first.
+pub fn target_name(raw: &str) -> Result<Text, ArgError> {
+    let name = raw.trim().to_lowercase();
+    if name.is_empty() {
+        return Err(ArgError::EmptyName);
+    }
+    Ok(name.into())
+}
+
 /// Validates the tool's arguments (SPEC §5.1).
 pub fn parse_args(args: &Value) -> Result<ToolArgs, ArgError> {
     let empty = serde_json::Map::new();
@@ -94,12 +104,9 @@ pub fn parse_args(args: &Value) -> Result<ToolArgs, ArgError> {
     };
     let mut connectors: Vec<Text> = Vec::with_capacity(raw_names.len());
     for raw in raw_names {
-        let name = raw.trim().to_lowercase();
-        if name.is_empty() {
-            return Err(ArgError::EmptyName);
-        }
-        if !connectors.iter().any(|n| **n == *name) {
-            connectors.push(name.into());
+        let name = target_name(raw)?;
+        if !connectors.contains(&name) {
+            connectors.push(name);
         }
     }
     let force = matches!(obj.get("force"), Some(Value::Bool(true)));

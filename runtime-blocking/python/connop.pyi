@@ -56,10 +56,10 @@ class TargetAction:
 class ConnopError(Exception):
     """Every error connop raises (the value errors below are also ``ValueError``s)."""
 
-class IllegalTransition(ValueError):
+class IllegalTransition(ConnopError, ValueError):
     """A move the transition table does not allow, or an unknown target: nothing changed."""
 
-class InvalidAnswer(ValueError):
+class InvalidAnswer(ConnopError, ValueError):
     """A card answer with a status other than ``skipped`` or ``approved``: nothing moved."""
 
 class NoOperation(ConnopError):

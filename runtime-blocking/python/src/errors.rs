@@ -1,9 +1,11 @@
 //! The module's exceptions, split by blame like the core's errors.
 
 use connop_core::error::CallerError;
-use pyo3::PyErr;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyTuple, PyType};
 
 create_exception!(
     connop,
@@ -11,18 +13,60 @@ create_exception!(
     PyException,
     "Every error connop raises."
 );
-create_exception!(
-    connop,
-    IllegalTransition,
-    PyValueError,
-    "A move the transition table does not allow, or an unknown target: nothing changed."
-);
-create_exception!(
-    connop,
-    InvalidAnswer,
-    PyValueError,
-    "A card answer with a status other than `skipped` or `approved`: nothing moved."
-);
+
+/// The two refusals of a caller's value: each a [`ConnopError`] and a `ValueError` at once,
+/// which `create_exception!` (one base) cannot make, so they are made by `type()` once.
+pub struct ValueErrors {
+    pub illegal_transition: Py<PyType>,
+    pub invalid_answer: Py<PyType>,
+}
+
+static VALUE_ERRORS: PyOnceLock<ValueErrors> = PyOnceLock::new();
+
+/// [`ValueErrors`], made on first use.
+pub fn value_errors(py: Python<'_>) -> PyResult<&ValueErrors> {
+    VALUE_ERRORS.get_or_try_init(py, || {
+        let make = |name: &str, doc: &str| -> PyResult<Py<PyType>> {
+            let bases = PyTuple::new(
+                py,
+                [py.get_type::<ConnopError>(), py.get_type::<PyValueError>()],
+            )?;
+            let namespace = PyDict::new(py);
+            namespace.set_item("__doc__", doc)?;
+            namespace.set_item("__module__", "connop")?;
+            let made = py.get_type::<PyType>().call1((name, bases, namespace))?;
+            Ok(made.cast_into::<PyType>()?.unbind())
+        };
+        Ok(ValueErrors {
+            illegal_transition: make(
+                "IllegalTransition",
+                "A move the transition table does not allow, or an unknown target: nothing \
+                 changed.",
+            )?,
+            invalid_answer: make(
+                "InvalidAnswer",
+                "A card answer with a status other than ``skipped`` or ``approved``: nothing \
+                 moved.",
+            )?,
+        })
+    })
+}
+
+/// An `IllegalTransition` saying `message`.
+pub fn illegal_transition(message: String) -> PyErr {
+    Python::attach(|py| match value_errors(py) {
+        Ok(errors) => PyErr::from_type(errors.illegal_transition.bind(py).clone(), message),
+        Err(error) => error,
+    })
+}
+
+/// An `InvalidAnswer` saying `message`.
+pub fn invalid_answer(message: String) -> PyErr {
+    Python::attach(|py| match value_errors(py) {
+        Ok(errors) => PyErr::from_type(errors.invalid_answer.bind(py).clone(), message),
+        Err(error) => error,
+    })
+}
 create_exception!(
     connop,
     NoOperation,
@@ -45,8 +89,8 @@ create_exception!(
 /// A refused input as the exception of its kind.
 pub fn caller_error(error: CallerError) -> PyErr {
     match error {
-        CallerError::Transition(e) => IllegalTransition::new_err(e.to_string()),
-        CallerError::InvalidAnswer { .. } => InvalidAnswer::new_err(error.to_string()),
+        CallerError::Transition(e) => illegal_transition(e.to_string()),
+        CallerError::InvalidAnswer { .. } => invalid_answer(error.to_string()),
         CallerError::NoOperation => NoOperation::new_err(error.to_string()),
         other => ConnopError::new_err(other.to_string()),
     }

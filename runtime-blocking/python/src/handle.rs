@@ -11,7 +11,7 @@ use connop_blocking::{Interrupt, OpHandle, SharedRegistry, ToolContext};
 use connop_core::card::CardAnswer;
 use connop_core::contract::{Kind, TargetAction};
 use connop_core::flow::Surface;
-use connop_core::operation::{ChangeRecord, OpId, Patch, Target};
+use connop_core::operation::{ChangeRecord, OpId, Patch, Target, Text};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
@@ -110,17 +110,28 @@ impl PyRegistry {
 }
 
 fn parse_targets(targets: &Bound<'_, PyAny>) -> PyResult<Vec<Target>> {
-    let mut out = Vec::new();
+    // A bare name is a list of one (SPEC §5.1), not a string to iterate.
+    if let Ok(name) = targets.cast::<PyString>() {
+        let name = checked_name(&name.to_cow()?)?;
+        return Ok(vec![Target::connector(&name, TargetAction::Connect)]);
+    }
+    let mut out: Vec<Target> = Vec::new();
     for item in targets.try_iter()? {
         let item = item?;
         if let Ok(name) = item.cast::<PyString>() {
-            out.push(Target::connector(&name.to_cow()?, TargetAction::Connect));
+            let name = checked_name(&name.to_cow()?)?;
+            if !out.iter().any(|t| t.name == name) {
+                out.push(Target::connector(&name, TargetAction::Connect));
+            }
             continue;
         }
         let parts = item.cast::<PyTuple>().map_err(|_| {
             PyValueError::new_err("a target is a name or a (name, kind, action) tuple")
         })?;
-        let name: String = parts.get_item(0)?.extract()?;
+        let name = checked_name(&parts.get_item(0)?.extract::<String>()?)?;
+        if out.iter().any(|t| t.name == name) {
+            continue;
+        }
         let kind = match parts.len() {
             0 | 1 => Kind::Connector,
             _ => PyKind::extract(&parts.get_item(1)?)?,
@@ -129,13 +140,14 @@ fn parse_targets(targets: &Bound<'_, PyAny>) -> PyResult<Vec<Target>> {
             0..=2 => TargetAction::Connect,
             _ => PyTargetAction::extract(&parts.get_item(2)?)?,
         };
-        out.push(Target {
-            name: name.as_str().into(),
-            kind,
-            action,
-        });
+        out.push(Target { name, kind, action });
     }
     Ok(out)
+}
+
+/// A target's name as the tool's arguments take it: trimmed, lower-cased, not empty.
+fn checked_name(raw: &str) -> PyResult<Text> {
+    connop_core::tool::target_name(raw).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 /// A handle on one operation (SPEC §11): moves, refreshes, settles and reads it from any
@@ -247,7 +259,7 @@ impl PyOperation {
     /// "settled_by"?: "continue"}`. Returns `{"status": "ok", "settled": bool}`.
     fn respond(&self, py: Python<'_>, answer: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let answer = CardAnswer::from_json(&from_py(answer)?)
-            .map_err(|e| crate::errors::InvalidAnswer::new_err(e.to_string()))?;
+            .map_err(|e| crate::errors::invalid_answer(e.to_string()))?;
         let reply = py
             .detach(|| self.inner.respond(&answer))
             .map_err(caller_error)?;

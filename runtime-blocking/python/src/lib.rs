@@ -39,13 +39,13 @@ fn get(py: Python<'_>, session_key: &str, op_id: &str) -> Option<handle::PyOpera
 #[pymodule]
 fn connop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
-    let threading = py.import("threading")?;
-    if threading
-        .call_method0("current_thread")?
-        .is(&threading.call_method0("main_thread")?)
-    {
-        let _ = tool::MAIN_THREAD.set(std::thread::current().id());
-    }
+    // Whichever thread imports the module: Python names its main thread the same from all.
+    let main: u64 = py
+        .import("threading")?
+        .call_method0("main_thread")?
+        .getattr("ident")?
+        .extract()?;
+    let _ = tool::MAIN_THREAD.set(main);
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(tool::manage_connections, m)?)?;
     m.add_function(wrap_pyfunction!(current, m)?)?;
@@ -60,11 +60,12 @@ fn connop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<enums::PyKind>()?;
     m.add_class::<enums::PyTargetAction>()?;
     m.add("ConnopError", py.get_type::<errors::ConnopError>())?;
+    let value_errors = errors::value_errors(py)?;
     m.add(
         "IllegalTransition",
-        py.get_type::<errors::IllegalTransition>(),
+        value_errors.illegal_transition.bind(py),
     )?;
-    m.add("InvalidAnswer", py.get_type::<errors::InvalidAnswer>())?;
+    m.add("InvalidAnswer", value_errors.invalid_answer.bind(py))?;
     m.add("NoOperation", py.get_type::<errors::NoOperation>())?;
     m.add(
         "OperationAlreadyOpen",

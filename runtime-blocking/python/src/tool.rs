@@ -12,7 +12,6 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 use serde_json::Value;
 use std::sync::{Arc, OnceLock};
-use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 /// How often the main thread looks for a pending signal while it waits. Python runs signal
@@ -20,8 +19,15 @@ use std::time::{Duration, Instant};
 /// never slice their sleep.
 const SIGNAL_CHECK: Duration = Duration::from_millis(20);
 
-/// The main thread, as the module saw it when imported there.
-pub static MAIN_THREAD: OnceLock<ThreadId> = OnceLock::new();
+/// The main thread's Python identity (`threading.main_thread().ident`), where Python runs
+/// signal handlers.
+pub static MAIN_THREAD: OnceLock<u64> = OnceLock::new();
+
+/// Whether this thread is Python's main thread.
+fn on_main_thread(py: Python<'_>) -> PyResult<bool> {
+    let this: u64 = py.import("_thread")?.call_method0("get_ident")?.extract()?;
+    Ok(MAIN_THREAD.get() == Some(&this))
+}
 
 /// The card callback and the update callback as one event sink. `on_card` gets the card
 /// request (`connection.request`'s payload) once; `on_update` every update frame. They run
@@ -129,7 +135,7 @@ pub fn manage_connections(
     context.agent_session_id = agent_session_id.map(Into::into);
     context.calls = Some(Arc::new(PyCalls::new(gateway, inline, hosted_names)));
 
-    let main = MAIN_THREAD.get() == Some(&std::thread::current().id());
+    let main = on_main_thread(py)?;
     let op = context.start(&args, None, ResultForm::Json);
     let signal = py.detach(|| drive(&op, main));
     let result = op.finished_result_json();

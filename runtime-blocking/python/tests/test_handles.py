@@ -38,6 +38,14 @@ def test_a_host_opened_operation_holds_the_session_and_moves_by_its_handle(regis
         op.transition("gmail", connop.TargetState.connected, connop.Actor.user)
     with pytest.raises(connop.IllegalTransition, match="unknown target"):
         op.transition("nope", "skipped", "user")
+    # One `except connop.ConnopError` catches every refusal; the value errors are both.
+    with pytest.raises(connop.ConnopError) as caught:
+        op.transition("gmail", connop.TargetState.connected, connop.Actor.user)
+    assert isinstance(caught.value, connop.IllegalTransition)
+    assert isinstance(caught.value, ValueError)
+    for refusal in (connop.IllegalTransition, connop.InvalidAnswer):
+        assert issubclass(refusal, connop.ConnopError) and issubclass(refusal, ValueError)
+        assert refusal.__module__ == "connop" and refusal.__doc__
     with pytest.raises(ValueError):
         op.transition("gmail", "sideways", "user")
     refreshed = op.refresh("gmail", connect_url="https://c/gmail/2", detail="again")
@@ -111,3 +119,16 @@ def test_refused_arguments_and_the_process_registry():
         run({"action": "status"}, Gateway(), tick=-1.0)
     assert connop.current("nobody") is None and connop.get("nobody", "0123456789ab") is None
     assert connop.get("nobody", "not an id") is None
+
+
+def test_open_takes_names_as_the_tool_arguments_do(registry):
+    # SPEC §5.1: a bare name is a list of one; names trimmed and lower-cased; duplicates
+    # dropped in order; an empty name refused.
+    op = registry.open("bare", "gmail")
+    assert [t["name"] for t in op.view()["targets"]] == ["gmail"]
+    op = registry.open("mixed", [" Gmail", "notion", "gmail", ("NOTION", "connector")])
+    assert [t["name"] for t in op.view()["targets"]] == ["gmail", "notion"]
+    for empty in ([""], ["gmail", "  "], [("", "connector")]):
+        with pytest.raises(ValueError, match="every target needs a non-empty 'name'"):
+            registry.open("empty", empty)
+    assert registry.current("empty") is None

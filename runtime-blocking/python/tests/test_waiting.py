@@ -103,8 +103,13 @@ def test_the_operation_handle_interrupts_from_another_thread(registry):
 
 CTRL_C_CHILD = textwrap.dedent(
     """
-    import json, sys, time
+    import json, sys, threading, time
     sys.path.insert(0, sys.argv[1])
+    if sys.argv[2] == "imported-on-a-thread":
+        # The module is first imported on another thread; Ctrl-C still reaches the main one.
+        importer = threading.Thread(target=lambda: __import__("connop"))
+        importer.start()
+        importer.join()
     import connop
     from conftest import Gateway
 
@@ -119,7 +124,8 @@ CTRL_C_CHILD = textwrap.dedent(
     started = time.monotonic()
     out = connop.manage_connections(
         {"action": "connect", "connectors": ["gmail"]}, session_key="s1",
-        gateway=SlowReads() if sys.argv[2] == "slow" else Gateway(),
+        gateway=SlowReads() if sys.argv[2].startswith("slow") else Gateway(),
+        calls="inline" if sys.argv[2] == "slow-inline" else None,
         surface="desktop", on_card=on_card, tick=30.0, deadline=120.0)
     print("RESULT " + json.dumps({"out": json.loads(out), "waited": time.monotonic() - started}),
           flush=True)
@@ -127,10 +133,12 @@ CTRL_C_CHILD = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("reads", ["parked", "slow"])
+@pytest.mark.parametrize("reads", ["parked", "slow", "slow-inline", "imported-on-a-thread"])
 def test_ctrl_c_in_the_waiting_thread_interrupts_the_operation(tmp_path, reads):
-    """Parked: the signal comes while the thread sleeps in Rust. Slow: while it runs the
-    gateway object's Python code, where it raises KeyboardInterrupt."""
+    """Parked: the signal comes while the thread sleeps in Rust. Slow: while a read is out
+    on a call thread. Slow, inline: while the waiting thread runs the gateway object's Python
+    code, where it raises KeyboardInterrupt. Imported on a thread: the module was first
+    imported off the main thread."""
     script = tmp_path / "child.py"
     script.write_text(CTRL_C_CHILD)
     child = subprocess.Popen([sys.executable, str(script), os.path.dirname(__file__), reads],

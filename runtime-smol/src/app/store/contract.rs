@@ -223,11 +223,14 @@ both_stores! {
             panic!("the watcher was not woken");
         }).await;
         store.apply("run_a", RunChange::Reply("pong"), t(3)).await.unwrap();
-        let events = store.events("run_a", 0).await.unwrap();
+        let events = store.events("run_a", 0, u32::MAX).await.unwrap();
         let names: Vec<(u32, &str)> = events.iter().map(|e| (e.seq, e.event)).collect();
         assert_eq!(names, [(0, "run.started"), (1, "message.delta"), (2, "run.completed")]);
         assert_eq!(events[2].data, json!({"event": "run.completed", "run_id": "run_a", "timestamp": t(3).as_secs_f64(), "output": "pong"}));
-        assert_eq!(store.events("run_a", 2).await.unwrap(), events[2..]);
+        assert_eq!(store.events("run_a", 2, u32::MAX).await.unwrap(), events[2..]);
+        // A page: the first `limit` from `from` on.
+        assert_eq!(store.events("run_a", 0, 2).await.unwrap(), events[..2]);
+        assert_eq!(store.events("run_a", 1, 1).await.unwrap(), events[1..2]);
         let done = store.run("run_a").await.unwrap().unwrap();
         assert_eq!(done.to_json()["output"], "pong");
         assert_eq!(done.event_count(), 3);
@@ -236,7 +239,7 @@ both_stores! {
         assert_eq!(unchanged.status(), RunStatus::Completed);
         assert!(store.apply("run_none", RunChange::Stop, t(4)).await.unwrap().is_none());
         assert!(store.run("run_none").await.unwrap().is_none());
-        assert!(store.events("run_none", 0).await.unwrap().is_empty());
+        assert!(store.events("run_none", 0, u32::MAX).await.unwrap().is_empty());
     }
 
     fn concurrent_ends_of_one_run_store_one_terminal_event(s: &Subject) {
@@ -260,7 +263,7 @@ both_stores! {
             let (_, applied) = applied.unwrap().unwrap();
             ended += applied.events.iter().filter(|e| e.is_terminal()).count();
         }
-        let stored = store.events("run_race", 0).await.unwrap();
+        let stored = store.events("run_race", 0, u32::MAX).await.unwrap();
         let terminal = stored.iter().filter(|e| e.is_terminal()).count();
         assert_eq!((ended, terminal), (1, 1), "{stored:?}");
     }

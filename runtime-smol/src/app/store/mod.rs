@@ -74,8 +74,13 @@ pub trait Store: Send + Sync {
         now: Timestamp,
     ) -> StoreFuture<'a, Option<(Run, Applied)>>;
 
-    /// A run's stored events from `seq` `from` on, in order.
-    fn events<'a>(&'a self, run_id: &'a str, from: u32) -> StoreFuture<'a, Vec<RunEvent>>;
+    /// A run's stored events from `seq` `from` on, in order, at most `limit` of them.
+    fn events<'a>(
+        &'a self,
+        run_id: &'a str,
+        from: u32,
+        limit: u32,
+    ) -> StoreFuture<'a, Vec<RunEvent>>;
 
     /// Carries a stop to the process whose turn runs `run_id`, wherever it is (nothing to do
     /// with one gateway per store).

@@ -457,13 +457,19 @@ impl Store for SqliteStore {
         done(self.apply_now(run_id, change, now))
     }
 
-    fn events<'a>(&'a self, run_id: &'a str, from: u32) -> StoreFuture<'a, Vec<RunEvent>> {
+    fn events<'a>(
+        &'a self,
+        run_id: &'a str,
+        from: u32,
+        limit: u32,
+    ) -> StoreFuture<'a, Vec<RunEvent>> {
         done((|| {
             let db = self.db();
             let mut statement = db.prepare_cached(
-                "SELECT seq, event, data FROM run_events WHERE run_id = ?1 AND seq >= ?2 ORDER BY seq",
+                "SELECT seq, event, data FROM run_events WHERE run_id = ?1 AND seq >= ?2 \
+                 ORDER BY seq LIMIT ?3",
             )?;
-            let rows = statement.query_map(params![run_id, from], |r| {
+            let rows = statement.query_map(params![run_id, from, limit], |r| {
                 Ok((
                     r.get::<_, i64>(0)?,
                     r.get::<_, String>(1)?,
@@ -564,7 +570,7 @@ mod tests {
         }
         let store = SqliteStore::open(&dir, signals(), t(5)).unwrap();
         smol::block_on(async {
-            let done = store.events("run_done", 0).await.unwrap();
+            let done = store.events("run_done", 0, u32::MAX).await.unwrap();
             assert_eq!(done.len(), 1);
             assert_eq!(done[0].event, "run.completed");
             assert_eq!(done[0].data["output"], "hi");
@@ -572,7 +578,7 @@ mod tests {
             assert_eq!(live.status(), RunStatus::Interrupted);
             assert_eq!(live.error(), Some(RESTART_ERROR));
             let names: Vec<_> = store
-                .events("run_live", 0)
+                .events("run_live", 0, u32::MAX)
                 .await
                 .unwrap()
                 .into_iter()

@@ -561,13 +561,19 @@ impl Store for PgStore {
         Box::pin(self.shared.apply(run_id, change, now))
     }
 
-    fn events<'a>(&'a self, run_id: &'a str, from: u32) -> StoreFuture<'a, Vec<RunEvent>> {
+    fn events<'a>(
+        &'a self,
+        run_id: &'a str,
+        from: u32,
+        limit: u32,
+    ) -> StoreFuture<'a, Vec<RunEvent>> {
         Box::pin(async move {
             let mut db = self.shared.pool.get().await?;
             let rows = db
                 .query(
-                    "SELECT seq, event, data FROM run_events WHERE run_id = $1 AND seq >= $2 ORDER BY seq",
-                    &[&run_id, &count_param(from)],
+                    "SELECT seq, event, data FROM run_events WHERE run_id = $1 AND seq >= $2 \
+                     ORDER BY seq LIMIT $3",
+                    &[&run_id, &count_param(from), &i64::from(limit)],
                 )
                 .await?;
             rows.iter()

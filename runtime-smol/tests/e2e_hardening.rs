@@ -501,6 +501,42 @@ fn a_failed_run_ends_what_its_command_left_behind() {
 }
 
 #[test]
+fn a_chat_whose_caller_goes_away_ends_its_command_and_says_so() {
+    // The chat answers in the request: a caller that hangs up drops the turn, and with it
+    // the command's process group (logged like every other end of an agent command).
+    let dir = scratch("hangup");
+    let pidfile = dir.join("child.pid");
+    let runs = Runs::start(&stubborn_child(&pidfile));
+    let (status, _) = http(
+        "POST",
+        &format!("{}/api/sessions", runs.url),
+        None,
+        json!({"session_id": "hangup"}).to_string(),
+    );
+    assert_eq!(status, 201);
+    let addr = runs.url.trim_start_matches("http://").to_owned();
+    let body = json!({"message": "wait"}).to_string();
+    let mut caller = std::net::TcpStream::connect(&addr).unwrap();
+    write!(
+        caller,
+        "POST /api/sessions/hangup/chat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let child = pid_in(&pidfile);
+    drop(caller);
+    wait_until("the child is gone", BOUND, || !process_alive(child));
+    let line = runs.gw.stderr_line("the drop's log line", |l| {
+        l.contains("agent command ended: its turn was dropped")
+    });
+    assert!(line.contains("SIGTERM"), "{line}");
+    runs.gw.stderr_line("the SIGKILL's log line", |l| {
+        l.contains("agent command ended: it outlived SIGTERM")
+    });
+}
+
+#[test]
 fn shutdown_ends_every_agent_process_group() {
     let dir = scratch("shutdown");
     let pidfile = dir.join("child.pid");

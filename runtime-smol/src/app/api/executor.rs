@@ -164,9 +164,23 @@ impl Drop for Group {
             && rustix::process::kill_process_group(self.pgid, Signal::TERM).is_ok()
         {
             let pgid = self.pgid;
+            let pid = pgid.as_raw_nonzero().get();
+            tracing::info!(
+                target: "connop::agent",
+                pid,
+                signal = "SIGTERM",
+                "agent command ended: its turn was dropped (the caller went away)",
+            );
             std::thread::spawn(move || {
                 std::thread::sleep(KILL_GRACE);
-                let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
+                if rustix::process::kill_process_group(pgid, Signal::KILL).is_ok() {
+                    tracing::info!(
+                        target: "connop::agent",
+                        pid,
+                        signal = "SIGKILL",
+                        "agent command ended: it outlived SIGTERM by the grace",
+                    );
+                }
             });
         }
     }

@@ -259,6 +259,17 @@ fn a_unix_socket_another_process_answers_on_is_refused_and_a_stale_one_replaced(
     let mut client = unix_client(stale.to_str().unwrap());
     let created = client.call("session.create", json!({"session_id": "replaced"}));
     assert_eq!(created["result"]["session_id"], "replaced");
+
+    // A gateway that ends cleanly takes its socket file with it.
+    drop(client);
+    let kill = Command::new("kill")
+        .args(["-TERM", &replaced.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let (status, _) = replaced.wait();
+    assert!(status.success(), "{status:?}");
+    assert!(!stale.exists(), "the socket file outlived its gateway");
 }
 
 #[test]
@@ -289,6 +300,30 @@ fn non_loopback_addresses_are_refused_without_allow_remote() {
     ] {
         let gw = Gateway::start_command(offline(&home), args);
         assert!(gw.listening().contains("0.0.0.0:"), "{args:?}");
+    }
+    // The simulated tool gateway's /sim controls are guarded by its token only.
+    let out = output_bounded(
+        offline(&home)
+            .args(["sim-gateway", "--listen", "0.0.0.0:0"])
+            .stdin(Stdio::null()),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("no --token") && stderr.contains("--allow-remote"),
+        "{stderr}"
+    );
+    for args in [
+        &["sim-gateway", "--listen", "0.0.0.0:0", "--token", "t"][..],
+        &["sim-gateway", "--listen", "0.0.0.0:0", "--allow-remote"][..],
+    ] {
+        let mut command = offline(&home);
+        command.args(args).stdin(Stdio::null());
+        let (mut child, listening, _log) = support::spawn_logging(&mut command);
+        let url = listening.recv_timeout(BOUND).expect("a listening line");
+        assert!(url.contains("0.0.0.0:"), "{args:?}: {url}");
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }
 

@@ -119,6 +119,17 @@ pub enum UsageError {
         /// The address.
         addr: std::net::SocketAddr,
     },
+    /// `sim-gateway --listen` on an address that is not loopback, with no `--token`, without
+    /// `--allow-remote`.
+    #[error(
+        "sim-gateway --listen {addr} is not a loopback address and no --token is set: anyone \
+         who can reach it could drive its /sim controls; set a token, listen on 127.0.0.1, or \
+         pass --allow-remote"
+    )]
+    RemoteSimWithoutToken {
+        /// The address.
+        addr: std::net::SocketAddr,
+    },
     /// `--database-url` that is not a usable PostgreSQL URL.
     #[error(transparent)]
     DatabaseUrl(#[from] DatabaseUrlError),

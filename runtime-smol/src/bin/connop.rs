@@ -262,6 +262,9 @@ struct SimArgs {
     /// Require this bearer token on every /v1 and /sim route (consent pages stay open).
     #[arg(long, value_name = "T")]
     token: Option<String>,
+    /// Listen on an address that is not loopback without a --token.
+    #[arg(long)]
+    allow_remote: bool,
 }
 
 fn catalog(names: &[String]) -> Vec<Text> {
@@ -363,6 +366,10 @@ fn run(cli: Cli) -> Result<u8, AppError> {
             lease::print_list(&PathBuf::from(&*profile())).map(|()| 0)
         }
         Command::SimToolGateway(args) => {
+            let has_token = args.token.as_deref().is_some_and(|t| !t.is_empty());
+            if !args.listen.ip().to_canonical().is_loopback() && !has_token && !args.allow_remote {
+                return Err(UsageError::RemoteSimWithoutToken { addr: args.listen }.into());
+            }
             let mut options = SimOptions::default().listen(args.listen);
             if let Some(secs) = args.auto_complete {
                 options = options.auto_complete(seconds("auto-complete", secs)?);

@@ -115,7 +115,32 @@ pub async fn bind(addr: &ListenAddr) -> Result<Bound, EnvironmentError> {
     }
 }
 
+/// A unix socket file this process bound: its path and inode.
+pub struct SocketFile(PathBuf, u64);
+
+impl SocketFile {
+    /// Removes the file if it is still the one this process bound (another process may have
+    /// replaced it meanwhile, taking it for stale).
+    pub fn remove(&self) {
+        use std::os::unix::fs::MetadataExt;
+        if std::fs::symlink_metadata(&self.0).is_ok_and(|m| m.ino() == self.1) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+}
+
 impl Bound {
+    /// The socket file a unix listener made, to remove when the process ends.
+    pub fn socket_file(&self) -> Option<SocketFile> {
+        use std::os::unix::fs::MetadataExt;
+        match self {
+            Bound::Unix(_, path) => std::fs::symlink_metadata(path)
+                .ok()
+                .map(|m| SocketFile(path.clone(), m.ino())),
+            Bound::Tcp(..) => None,
+        }
+    }
+
     /// Says `listening <scheme>://<addr>` on stderr and accepts transports until the
     /// returned task is dropped.
     pub fn serve(

@@ -1,7 +1,7 @@
 //! `connop gateway`: the JSON-RPC server (SPEC §7) on stdio and on listeners, and the HTTP
 //! API (SPEC §9) when `--http` is given, until a signal or the end of stdin.
 
-use super::listen::{Connections, ListenAddr, bind};
+use super::listen::{Bound, Connections, ListenAddr, bind};
 use super::tool_gateway::choose_tool_gateway;
 use crate::app::api::executor::end_all_agent_commands;
 use crate::app::api::{Api, ApiConfig};
@@ -73,6 +73,8 @@ pub fn serve(options: ServeOptions, mut signals: Signals) -> Result<(), AppError
             Some((addr, config)) => Some(open_api(addr, config).await?),
             None => None,
         };
+        // The socket files this process made, removed when it ends (unless replaced by then).
+        let sockets: Vec<_> = bound.iter().filter_map(Bound::socket_file).collect();
         // Announced in this order: the embedded tool gateway, each `--listen`, the HTTP API.
         let tool_gateway = choose_tool_gateway(None)?;
         let server = RpcServer::new((options.rpc)(tool_gateway.client.clone()));
@@ -146,6 +148,9 @@ pub fn serve(options: ServeOptions, mut signals: Signals) -> Result<(), AppError
         // The grace between SIGTERM and SIGKILL does not fit in the second shutdown has.
         end_all_agent_commands();
         drop(tool_gateway);
+        for socket in &sockets {
+            socket.remove();
+        }
         Ok(())
     })
 }

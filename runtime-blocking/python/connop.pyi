@@ -172,15 +172,17 @@ def manage_connections(
     ``desktop``, ``tui``, ``cli``, a messaging platform, or empty; with ``on_card`` and a
     surface that has a card, the call blocks until the operation settles (the card path),
     otherwise it returns the links at once. ``on_card`` gets the card request once,
-    ``on_update`` every update frame; both run with the GIL on whichever thread moved the
-    operation (an exception in them is reported as unraisable). ``hosted_names`` answers the
+    ``on_update`` every update frame; both run with the GIL on the waiting thread, or on the
+    thread whose input caused them (a card answer, ``Operation.transition``, an interrupt);
+    an exception in them is reported as unraisable. ``hosted_names`` answers the
     misroute check instead of the connector list (``None`` from it: unknown).
     ``desktop_return_to`` names the desktop app sent as ``returnTo`` on the desktop surface
     (default ``connop-desktop``); ``return_to`` is sent on every surface. ``calls``:
     ``"worker"`` (the default) runs gateway calls off the waiting thread, on a pool shared
     by every operation, so the deadline, an interrupt and a card answer never wait for a
-    slow call; ``"inline"`` runs them on the thread that moves the operation, for a gateway
-    object that answers at once (a slow call there delays all three). The GIL is released while the call waits; Ctrl-C on the
+    slow call (their answers are fed on the waiting thread); ``"inline"`` runs them on the
+    waiting thread, for a gateway object that answers at once (a slow call there delays all
+    three). The GIL is released while the call waits; Ctrl-C on the
     main thread settles the operation ``interrupt`` and the call returns that result.
     """
 

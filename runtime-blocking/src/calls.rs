@@ -11,7 +11,9 @@
 //!   millisecond share a few threads, and none is started per operation.
 
 use crate::handle::{CallStarter, OpHandle};
-use connop_core::tool_gateway::{BlockingToolGateway, CallId, GatewayCall};
+use connop_core::tool_gateway::{
+    BlockingToolGateway, CallId, GatewayCall, GatewayError, GatewayReply,
+};
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
@@ -26,13 +28,24 @@ impl CallStarter for InlineCalls {
     }
 }
 
-/// Runs an operation's calls in order on the process's call pool.
-pub struct WorkerCalls(Arc<Calls>);
+/// Runs an operation's calls in order on the process's call pool, and delivers each answer
+/// to the operation (whose effects then run on the pool's thread).
+pub struct WorkerCalls(CallQueue);
+
+/// What becomes of a call's answer.
+pub type OnAnswer =
+    Box<dyn Fn(&OpHandle, CallId, Result<GatewayReply, GatewayError>) + Send + Sync>;
+
+/// One operation's calls, run in order on the process's call pool; each answer goes to
+/// `on_answer`. [`WorkerCalls`] delivers it to the operation; a driver that wants the
+/// answers fed on its own thread (so the effects they cause run there) collects them.
+pub struct CallQueue(Arc<Calls>);
 
 /// One operation's calls not yet run, and whether a pool thread is running them.
 struct Calls {
     gateway: Arc<dyn BlockingToolGateway>,
     queue: Mutex<Queue>,
+    on_answer: OnAnswer,
 }
 
 #[derive(Default)]
@@ -45,15 +58,31 @@ struct Queue {
 impl WorkerCalls {
     /// Calls through `gateway`.
     pub fn new(gateway: Arc<dyn BlockingToolGateway>) -> Self {
-        WorkerCalls(Arc::new(Calls {
+        WorkerCalls(CallQueue::new(
             gateway,
-            queue: Mutex::new(Queue::default()),
-        }))
+            Box::new(|op, id, result| op.deliver(id, result)),
+        ))
     }
 }
 
 impl CallStarter for WorkerCalls {
     fn start(&self, op: &OpHandle, id: CallId, call: GatewayCall) {
+        self.0.start(op, id, call);
+    }
+}
+
+impl CallQueue {
+    /// Calls through `gateway`; each answer goes to `on_answer`, on the pool's thread.
+    pub fn new(gateway: Arc<dyn BlockingToolGateway>, on_answer: OnAnswer) -> Self {
+        CallQueue(Arc::new(Calls {
+            gateway,
+            queue: Mutex::new(Queue::default()),
+            on_answer,
+        }))
+    }
+
+    /// Queues `call` behind the operation's earlier ones.
+    pub fn start(&self, op: &OpHandle, id: CallId, call: GatewayCall) {
         let mut queue = lock(&self.0.queue);
         queue.waiting.push_back((op.clone(), id, call));
         if queue.running {
@@ -83,7 +112,7 @@ impl Calls {
             let Some((op, id, call)) = next else { return };
             if op.awaits(id) {
                 let result = self.gateway.call(&call);
-                op.deliver(id, result);
+                (self.on_answer)(&op, id, result);
             }
         }
     }

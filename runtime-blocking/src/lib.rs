@@ -19,7 +19,7 @@ pub mod driver;
 pub mod handle;
 pub mod http;
 
-pub use calls::{InlineCalls, WorkerCalls};
+pub use calls::{CallQueue, InlineCalls, OnAnswer, WorkerCalls};
 pub use clock::{Clock, SystemClock};
 pub use driver::{manage_connections, run_to_end, run_tool_call};
 pub use handle::{

@@ -4,18 +4,17 @@
 use crate::convert::from_py;
 use crate::errors::GatewayClientError;
 use connop_blocking::http::HttpToolGateway;
-use connop_blocking::{CallStarter, InlineCalls, OpHandle, WorkerCalls};
+use connop_blocking::{Answer, CallQueue, DriverCall, OnAnswer, OpHandle};
 use connop_core::flow::CallPurpose;
 use connop_core::tool_gateway::{
-    Account, BlockingToolGateway, CallId, ConnectorRow, GatewayCall, GatewayError, GatewayReply,
-    MintRow,
+    Account, BlockingToolGateway, ConnectorRow, GatewayCall, GatewayError, GatewayReply, MintRow,
 };
 use connop_core::wire::ClientConfig;
 use pyo3::exceptions::PyKeyboardInterrupt;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use serde_json::Value;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// connop's HTTP client of the tool gateway (SPEC §6). Its calls run in Rust on a worker
@@ -228,44 +227,70 @@ fn account(answer: Value) -> Result<Option<Account>, GatewayError> {
 }
 
 /// How a tool call's gateway calls run, and where the misroute check learns which names the
-/// hosted gateway offers.
+/// hosted gateway offers. The calls come out of the driver's step, and their answers go back
+/// into it, so every effect they cause (the card, update frames) runs on the waiting thread,
+/// as with the original system; only the call itself may run elsewhere.
 pub struct PyCalls {
-    pub inner: Arc<dyn CallStarter>,
+    gateway: Arc<dyn BlockingToolGateway>,
+    /// `None`: inline, on the waiting thread. Otherwise the operation's queue on the call
+    /// pool, whose answers arrive in `arrived`.
+    pool: Option<CallQueue>,
+    arrived: Arc<Mutex<Vec<Answer>>>,
     /// `hosted_names()`: answers the misroute check's list read instead of the gateway.
-    pub hosted_names: Option<Py<PyAny>>,
+    hosted_names: Option<Py<PyAny>>,
 }
 
 impl PyCalls {
-    /// Calls on the thread that moves the operation (`inline`), or on a worker thread per
-    /// operation.
+    /// Calls on the waiting thread (`inline`), or on the call pool, which wakes `driver` with
+    /// each answer.
     pub fn new(
         gateway: Arc<dyn BlockingToolGateway>,
         inline: bool,
         hosted_names: Option<Py<PyAny>>,
+        driver: std::thread::Thread,
     ) -> Self {
-        let inner: Arc<dyn CallStarter> = if inline {
-            Arc::new(InlineCalls(gateway))
-        } else {
-            Arc::new(WorkerCalls::new(gateway))
-        };
+        let arrived: Arc<Mutex<Vec<Answer>>> = Arc::default();
+        let pool = (!inline).then(|| {
+            let arrived = arrived.clone();
+            let on_answer: OnAnswer = Box::new(move |_, id, result| {
+                arrived
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push((id, result));
+                driver.unpark();
+            });
+            CallQueue::new(gateway.clone(), on_answer)
+        });
         PyCalls {
-            inner,
+            gateway,
+            pool,
+            arrived,
             hosted_names,
         }
     }
-}
 
-impl CallStarter for PyCalls {
-    fn start(&self, op: &OpHandle, id: CallId, call: GatewayCall) {
-        if let (Some(hosted), GatewayCall::List { .. }) = (&self.hosted_names, &call) {
-            if op.call_purpose(id) == Some(CallPurpose::MisrouteList) {
-                let rows = Python::try_attach(|py| hosted_rows(py, hosted))
-                    .unwrap_or_else(|| Err(shutting_down()));
-                op.deliver(id, rows);
-                return;
+    /// Starts the calls a step handed out: an answer known at once joins `answers`.
+    pub fn start(&self, op: &OpHandle, calls: &mut Vec<DriverCall>, answers: &mut Vec<Answer>) {
+        for (id, call) in calls.drain(..) {
+            if let (Some(hosted), GatewayCall::List { .. }) = (&self.hosted_names, &call) {
+                if op.call_purpose(id) == Some(CallPurpose::MisrouteList) {
+                    let rows = Python::try_attach(|py| hosted_rows(py, hosted))
+                        .unwrap_or_else(|| Err(shutting_down()));
+                    answers.push((id, rows));
+                    continue;
+                }
+            }
+            match &self.pool {
+                Some(pool) => pool.start(op, id, call),
+                None => answers.push((id, self.gateway.call(&call))),
             }
         }
-        self.inner.start(op, id, call);
+    }
+
+    /// Moves the answers the pool delivered since into `answers`.
+    pub fn collect(&self, answers: &mut Vec<Answer>) {
+        let mut arrived = self.arrived.lock().unwrap_or_else(|p| p.into_inner());
+        answers.append(&mut arrived);
     }
 }
 

@@ -31,8 +31,8 @@ fn on_main_thread(py: Python<'_>) -> PyResult<bool> {
 
 /// The card callback and the update callback as one event sink. `on_card` gets the card
 /// request (`connection.request`'s payload) once; `on_update` every update frame. They run
-/// with the GIL on whichever thread moved the operation; an exception in them is reported as
-/// unraisable and changes nothing.
+/// with the GIL on the waiting thread (gateway answers are fed there), or on the thread whose
+/// input caused them; an exception in them is reported as unraisable and changes nothing.
 pub fn events(on_card: Option<Py<PyAny>>, on_update: Option<Py<PyAny>>) -> EventSink {
     Arc::new(move |event: &Event| {
         // A payload is built only for a callback that takes it.
@@ -67,8 +67,9 @@ pub fn events(on_card: Option<Py<PyAny>>, on_update: Option<Py<PyAny>>) -> Event
 /// `gateway`: an `HttpGateway`, or any object with `list_connectors`, `connections` and
 /// `account_status`. `hosted_names` answers the misroute check instead of the connector
 /// list. `calls`: `"worker"` (the default: calls run off the waiting thread, on a shared pool,
-/// so the deadline, an interrupt and a card answer never wait for a slow call) or `"inline"`
-/// (on the thread that moves the operation: only for a gateway that answers at once). The GIL is released while the call waits; Ctrl-C on the main
+/// so the deadline, an interrupt and a card answer never wait for a slow call; their answers
+/// are fed on the waiting thread) or `"inline"` (on the waiting thread: only for a gateway
+/// that answers at once). The GIL is released while the call waits; Ctrl-C on the main
 /// thread settles the operation `interrupt` and the call returns that result.
 #[pyfunction]
 #[pyo3(signature = (
@@ -133,11 +134,13 @@ pub fn manage_connections(
     }
     context.interrupt = interrupt.map(|i| i.inner.clone());
     context.agent_session_id = agent_session_id.map(Into::into);
-    context.calls = Some(Arc::new(PyCalls::new(gateway, inline, hosted_names)));
+    // No call starter: the calls come out of the driver's step (see `PyCalls`).
+    context.calls = None;
+    let calls = PyCalls::new(gateway, inline, hosted_names, std::thread::current());
 
     let main = on_main_thread(py)?;
     let op = context.start(&args, None, ResultForm::Json);
-    let signal = py.detach(|| drive(&op, main));
+    let signal = py.detach(|| drive(&op, &calls, main));
     let result = op.finished_result_json();
     match signal {
         // Ctrl-C is the stop button: the operation settled `interrupt`, and that is the answer.
@@ -146,20 +149,31 @@ pub fn manage_connections(
     }
 }
 
-/// The blocking driver's loop: step, start nothing (calls go to the starter), park until the
-/// next wake-up or a change. On the main thread the park is cut every [`SIGNAL_CHECK`] to
+/// The blocking driver's loop: feed the answers that arrived, step, start the calls it hands
+/// out (`calls`), park until the next wake-up, an answer or a change. On the main thread the park is cut every [`SIGNAL_CHECK`] to
 /// run Python's signal handlers, just before parking again: a wake-up goes straight to the
 /// step that finishes, without taking the GIL. An exception from a handler (Ctrl-C's
 /// `KeyboardInterrupt`) interrupts the operation and is returned once it finished.
-fn drive(op: &OpHandle, main: bool) -> Option<PyErr> {
+fn drive(op: &OpHandle, calls: &PyCalls, main: bool) -> Option<PyErr> {
     let waker = connop_blocking::driver::thread_waker();
-    let (mut answers, mut calls) = (Vec::new(), Vec::new());
+    let (mut answers, mut started) = (Vec::new(), Vec::new());
     let mut signal = None;
     loop {
-        let until = match op.step(&mut answers, &mut calls, &waker) {
+        calls.collect(&mut answers);
+        let until = match op.step(&mut answers, &mut started, &waker) {
             Next::Finished => return signal,
-            Next::Start => continue,
-            Next::Sleep(until) => until,
+            Next::Start => {
+                calls.start(op, &mut started, &mut answers);
+                continue;
+            }
+            Next::Sleep(until) => {
+                if !started.is_empty() {
+                    // Handed over by another thread's pump.
+                    calls.start(op, &mut started, &mut answers);
+                    continue;
+                }
+                until
+            }
         };
         let left = until.map(|at| at.saturating_duration_since(Instant::now()));
         if !main || signal.is_some() {

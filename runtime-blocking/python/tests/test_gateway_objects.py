@@ -219,3 +219,21 @@ def test_an_interrupt_and_a_card_answer_do_not_wait_for_a_slow_read(registry):
         assert returned < 1.5, f"{how}: the call waited for the read: {returned:.2f} s"
         expected = "interrupt" if how == "interrupt" else "all_resolved"
         assert out["result"]["settled_by"] == expected, out
+
+
+def test_the_card_and_the_frames_run_on_the_waiting_thread_while_calls_run_off_it(registry):
+    # Hosts tell a tool call's callbacks apart by thread (the original's interrupts are kept
+    # per thread): the answers are fed where the call waits, whatever thread ran the read.
+    class Noting(Gateway):
+        def account_status(self, connection_id, *, timeout=None):
+            self.read_on = threading.get_ident()
+            return super().account_status(connection_id, timeout=timeout)
+
+    gw = Noting(scripts={"gmail": ["pending", "active"]})
+    seen = set()
+    out = run(CONNECT, gw, tick=0.01, deadline=10.0, registry=registry,
+              on_card=lambda card: seen.add(threading.get_ident()),
+              on_update=lambda frame: seen.add(threading.get_ident()))
+    assert out["settled_by"] == "all_resolved", out
+    assert seen == {threading.get_ident()}
+    assert gw.read_on != threading.get_ident(), "reads run off the waiting thread"

@@ -47,6 +47,15 @@ fn connop(m: &Bound<'_, PyModule>) -> PyResult<()> {
         .extract()?;
     let _ = tool::MAIN_THREAD.set(main);
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add(
+        "__doc__",
+        "connop: connection operations for AI-agent gateways, run by connop's blocking \
+         runtime.\n\n``manage_connections`` runs one tool call on the calling thread and \
+         releases the GIL while it waits. Other threads reach the operation through the \
+         registry (``current``, ``get``), its ``Operation`` handle, or an ``Interrupt`` token. \
+         Every rule (legal moves, when to settle, what the result holds) is decided by \
+         connop's core.",
+    )?;
     m.add_function(wrap_pyfunction!(tool::manage_connections, m)?)?;
     m.add_function(wrap_pyfunction!(current, m)?)?;
     m.add_function(wrap_pyfunction!(get, m)?)?;

@@ -132,3 +132,8 @@ def test_open_takes_names_as_the_tool_arguments_do(registry):
         with pytest.raises(ValueError, match="every target needs a non-empty 'name'"):
             registry.open("empty", empty)
     assert registry.current("empty") is None
+
+
+def test_the_module_says_what_it_is():
+    assert connop.__doc__ and connop.__doc__.startswith("connop: connection operations")
+    assert connop.__version__

@@ -225,6 +225,16 @@ on_both_stores! {
         );
         let (status, _) = api.get("/v1/runs/run_missing/events");
         assert_eq!(status, 404);
+        // A path the API serves, asked with another method: 405, saying which it takes.
+        let (status, body) = api.request("DELETE", "/v1/runs/run_missing", None, &[]);
+        assert_eq!(
+            (status, body["error"]["code"].as_str(), body["error"]["message"].as_str()),
+            (405, Some("method_not_allowed"), Some("DELETE is not allowed on /v1/runs/run_missing: use GET"))
+        );
+        let (status, body) = api.request("PUT", "/api/sessions", Some("{}"), &[]);
+        assert_eq!((status, body["error"]["message"].as_str()), (405, Some("PUT is not allowed on /api/sessions: use GET, POST")));
+        let (status, body) = api.request("GET", "/v1/nothing", None, &[]);
+        assert_eq!((status, body["error"]["code"].as_str()), (404, Some("not_found")));
         let (status, _) = api.post("/api/sessions/nobody/chat", &json!({"message": "hi"}));
         assert_eq!(status, 404);
         let (status, _) = api.post("/api/sessions", &json!({"session_id": "dup"}));

@@ -20,6 +20,16 @@ pub enum ApiError {
         /// The path.
         path: String,
     },
+    /// A path the API serves, asked with a method it does not serve there.
+    #[error("{method} is not allowed on {path}: use {allow}")]
+    MethodNotAllowed {
+        /// The method.
+        method: String,
+        /// The path.
+        path: String,
+        /// The methods the path serves (the `Allow` header).
+        allow: &'static str,
+    },
     /// A request body larger than the cap (`--max-body`).
     #[error("Request body is larger than {limit} bytes")]
     BodyTooLarge {
@@ -78,6 +88,7 @@ impl ApiError {
             ApiError::NoRoute { .. } | ApiError::SessionNotFound(_) | ApiError::RunNotFound(_) => {
                 StatusCode::NOT_FOUND
             }
+            ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::InvalidJson
             | ApiError::MissingInput
             | ApiError::NoUserMessage
@@ -98,6 +109,7 @@ impl ApiError {
         match self {
             ApiError::InvalidApiKey => "invalid_api_key",
             ApiError::NoRoute { .. } => "not_found",
+            ApiError::MethodNotAllowed { .. } => "method_not_allowed",
             ApiError::InvalidJson => "invalid_json",
             ApiError::BodyTooLarge { .. } => "body_too_large",
             ApiError::BadPath(_) => "invalid_path",

@@ -82,6 +82,9 @@ impl BlockingToolGateway for PyGateway {
     fn call(&self, call: &GatewayCall) -> Result<GatewayReply, GatewayError> {
         // Calls run on the pool's threads, which may still be running when the interpreter
         // shuts down: then the call fails instead of touching a finalized interpreter.
+        let Some(_inside) = crate::enter_python() else {
+            return Err(shutting_down());
+        };
         Python::try_attach(|py| {
             let obj = self.obj.bind(py);
             let kwargs = PyDict::new(py);

@@ -159,3 +159,40 @@ def test_ctrl_c_in_the_waiting_thread_interrupts_the_operation(tmp_path, reads):
     assert result["out"]["settled_by"] == "interrupt"
     assert result["out"]["targets"][0]["state"] == "not_connected"
     assert took < 5.0
+
+
+EXIT_CHILD = textwrap.dedent(
+    """
+    import sys, threading, time
+    sys.path.insert(0, sys.argv[1])
+    import connop
+    from conftest import Gateway
+
+    class Slow(Gateway):
+        def account_status(self, connection_id, *, timeout=None):
+            time.sleep(0.05)  # on a call thread, inside Python, when the interpreter exits
+            return super().account_status(connection_id, timeout=timeout)
+
+    def run(i):
+        connop.manage_connections({"action": "connect", "connectors": ["gmail", "notion"]},
+                                  session_key=f"e{i}", gateway=Slow(), surface="desktop",
+                                  on_card=lambda card: None, tick=0.01, deadline=60)
+
+    for i in range(20):
+        threading.Thread(target=run, args=(i,), daemon=True).start()
+    time.sleep(0.3)
+    print("EXITING", flush=True)
+    """
+)
+
+
+def test_the_interpreter_exits_cleanly_with_calls_out_on_daemon_threads(tmp_path):
+    """Threads Python did not start (the call pool's) were inside the gateway object's Python
+    code when the interpreter finalized: the process crashed (every run of this child)."""
+    script = tmp_path / "child.py"
+    script.write_text(EXIT_CHILD)
+    for _ in range(3):
+        child = subprocess.run([sys.executable, str(script), os.path.dirname(__file__)],
+                               capture_output=True, text=True, timeout=30)
+        assert child.returncode == 0, child.stderr[-2000:]
+        assert child.stdout.strip() == "EXITING"

@@ -190,6 +190,10 @@ fn exit_130_on_sigint_and_143_on_sigterm() {
     assert_eq!(out, "gmail   not connected\nnotion  not connected\n");
     let (code, _) = signalled("-TERM");
     assert_eq!(code, Some(143));
+    // The terminal closed: the operation settles `interrupt` and says so, as for the others.
+    let (code, out) = signalled("-HUP");
+    assert_eq!(code, Some(129));
+    assert_eq!(out, "gmail   not connected\nnotion  not connected\n");
 }
 
 #[test]

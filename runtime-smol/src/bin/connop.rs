@@ -62,7 +62,7 @@ enum Command {
     /// NO_COLOR or TERM=dumb, one line per change goes to stderr. At the end, one line per
     /// connector on stdout (the result JSON with --json). Exit status: 0 all connected, 3 one
     /// not connected, 1 a tool-gateway failure, 2 a usage error (an unknown connector
-    /// included), 130 interrupted from the keyboard or SIGINT, 143 SIGTERM.
+    /// included), 130 interrupted from the keyboard or SIGINT, 143 SIGTERM, 129 SIGHUP.
     #[command(after_help = ENVIRONMENT)]
     Connect(ConnectArgs),
     /// List the tool gateway's connectors and whether each one is connected.

@@ -10,11 +10,11 @@ pub mod outcome;
 pub mod returns;
 mod screen;
 
-use super::{choose_for_person, print_stdout, profile, watch_signals};
-use crate::app::error::{AppError, UpstreamError};
+use super::{choose_for_person, print_stdout, profile};
+use crate::app::error::{AppError, EnvironmentError, UpstreamError};
 use crate::app::sync::random_hex;
 use crate::app::telemetry::manage_connections;
-use async_signal::Signal;
+use async_signal::{Signal, Signals};
 use connop_blocking::{Interrupt, SharedRegistry, ToolContext};
 use connop_core::flow::Surface;
 use connop_core::operation::Text;
@@ -177,9 +177,9 @@ fn tool_args(options: &ConnectOptions) -> Value {
     json!({"action": action, "connectors": options.names, "force": options.force})
 }
 
-/// Runs the operation to its result, with SIGINT/SIGTERM interrupting it (their cause kept
-/// for the exit status) and, on a terminal, the card redrawn every second (its time bar
-/// moves).
+/// Runs the operation to its result, with SIGINT, SIGTERM or SIGHUP (the terminal closed)
+/// interrupting it (their cause kept for the exit status) and, on a terminal, the card
+/// redrawn every second (its time bar moves).
 async fn run_operation(
     args: &Value,
     ctx: &ToolContext<dyn AsyncToolGateway>,
@@ -187,12 +187,14 @@ async fn run_operation(
     interrupt: &Interrupt,
     cause: &InterruptCause,
 ) -> Result<Value, AppError> {
-    let mut signals = watch_signals()?;
+    let mut signals = Signals::new([Signal::Term, Signal::Int, Signal::Hup])
+        .map_err(EnvironmentError::Signals)?;
     let (stop, cause) = (interrupt.clone(), cause.clone());
     let _signals = smol::spawn(async move {
         if let Some(signal) = signals.next().await {
             match signal {
                 Ok(Signal::Term) => cause.terminated(),
+                Ok(Signal::Hup) => cause.hung_up(),
                 _ => cause.keyboard(),
             }
             stop.trigger();

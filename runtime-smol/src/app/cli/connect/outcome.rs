@@ -24,6 +24,8 @@ pub const EXIT_NOT_CONNECTED: u8 = 3;
 pub const EXIT_KEYBOARD: u8 = 130;
 /// Exit status: ended by SIGTERM, as a shell reports it.
 pub const EXIT_TERMINATED: u8 = 143;
+/// Exit status: ended by SIGHUP (the terminal closed), as a shell reports it.
+pub const EXIT_HANGUP: u8 = 129;
 
 /// What interrupted the run, if anything: the first cause wins.
 #[derive(Clone, Debug, Default)]
@@ -38,6 +40,11 @@ impl InterruptCause {
     /// SIGTERM.
     pub fn terminated(&self) {
         self.set(EXIT_TERMINATED);
+    }
+
+    /// SIGHUP: the terminal went away.
+    pub fn hung_up(&self) {
+        self.set(EXIT_HANGUP);
     }
 
     fn set(&self, code: u8) {

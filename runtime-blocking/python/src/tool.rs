@@ -42,7 +42,7 @@ pub fn events(on_card: Option<Py<PyAny>>, on_update: Option<Py<PyAny>>) -> Event
             _ => return,
         };
         let Ok(payload) = payload else { return };
-        // Not after the interpreter began shutting down (a pool thread may pump then).
+        // Not after the interpreter began shutting down (a daemon thread may still pump then).
         let _ = Python::try_attach(|py| {
             let callback = callback.bind(py);
             let outcome = to_py(py, &payload).and_then(|payload| callback.call1((payload,)));
@@ -150,10 +150,11 @@ pub fn manage_connections(
 }
 
 /// The blocking driver's loop: feed the answers that arrived, step, start the calls it hands
-/// out (`calls`), park until the next wake-up, an answer or a change. On the main thread the park is cut every [`SIGNAL_CHECK`] to
-/// run Python's signal handlers, just before parking again: a wake-up goes straight to the
-/// step that finishes, without taking the GIL. An exception from a handler (Ctrl-C's
-/// `KeyboardInterrupt`) interrupts the operation and is returned once it finished.
+/// out (`calls`), park until the next wake-up, an answer or a change. On the main thread the
+/// park is cut every [`SIGNAL_CHECK`] to run Python's signal handlers, just before parking
+/// again: a wake-up goes straight to the step that finishes, without taking the GIL. An
+/// exception from a handler (Ctrl-C's `KeyboardInterrupt`) interrupts the operation and is
+/// returned once it finished.
 fn drive(op: &OpHandle, calls: &PyCalls, main: bool) -> Option<PyErr> {
     let waker = connop_blocking::driver::thread_waker();
     let (mut answers, mut started) = (Vec::new(), Vec::new());

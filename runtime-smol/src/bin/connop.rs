@@ -7,7 +7,7 @@ use connop_smol::app::api::{ApiConfig, DEFAULT_MAX_BODY};
 use connop_smol::app::cli::connect::{ConnectOptions, run_connect, run_connectors};
 use connop_smol::app::cli::listen::{ListenAddr, host_port};
 use connop_smol::app::cli::peer::{DmOptions, peer_dm};
-use connop_smol::app::cli::serve::{ServeOptions, check_exposure, serve};
+use connop_smol::app::cli::serve::{ServeOptions, check_exposure, check_sim_exposure, serve};
 use connop_smol::app::cli::sim_gateway::run_sim_tool_gateway;
 use connop_smol::app::cli::{lease, profile, seconds, tick, watch_signals};
 use connop_smol::app::error::{AppError, UsageError};
@@ -367,9 +367,7 @@ fn run(cli: Cli) -> Result<u8, AppError> {
         }
         Command::SimToolGateway(args) => {
             let has_token = args.token.as_deref().is_some_and(|t| !t.is_empty());
-            if !args.listen.ip().to_canonical().is_loopback() && !has_token && !args.allow_remote {
-                return Err(UsageError::RemoteSimWithoutToken { addr: args.listen }.into());
-            }
+            check_sim_exposure(args.listen, has_token, args.allow_remote)?;
             let mut options = SimOptions::default().listen(args.listen);
             if let Some(secs) = args.auto_complete {
                 options = options.auto_complete(seconds("auto-complete", secs)?);

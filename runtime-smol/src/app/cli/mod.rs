@@ -57,7 +57,12 @@ pub fn tick(value: f64) -> Result<Duration, UsageError> {
 /// anything (a `listening` line, a lease): a signal sent by whoever read that line is then
 /// caught, and no burst of accepted connections can take the descriptor watching needs.
 pub fn watch_signals() -> Result<Signals, EnvironmentError> {
-    Signals::new([Signal::Term, Signal::Int]).map_err(EnvironmentError::Signals)
+    watch(&[Signal::Term, Signal::Int])
+}
+
+/// `signals`, watched from now on (a command a person runs at a terminal adds SIGHUP).
+pub(crate) fn watch(signals: &[Signal]) -> Result<Signals, EnvironmentError> {
+    Signals::new(signals.iter().copied()).map_err(EnvironmentError::Signals)
 }
 
 /// Says `listening <url>` on stderr (SPEC §7: how a client that asked for port 0 learns the

@@ -41,7 +41,6 @@ pub fn check_exposure(
     if allow_remote {
         return Ok(());
     }
-    let loopback = |addr: &SocketAddr| addr.ip().to_canonical().is_loopback();
     for addr in listen {
         if let ListenAddr::Tcp(tcp) = addr {
             if !loopback(tcp) {
@@ -55,6 +54,24 @@ pub fn check_exposure(
         }
         _ => Ok(()),
     }
+}
+
+/// The same for `connop sim-gateway`, whose `/sim` controls only its token guards: an address
+/// that is not loopback needs a token, unless `allow_remote`.
+pub fn check_sim_exposure(
+    listen: SocketAddr,
+    has_token: bool,
+    allow_remote: bool,
+) -> Result<(), UsageError> {
+    if allow_remote || has_token || loopback(&listen) {
+        return Ok(());
+    }
+    Err(UsageError::RemoteSimWithoutToken { addr: listen })
+}
+
+/// Whether `addr` is reachable from this machine only.
+fn loopback(addr: &SocketAddr) -> bool {
+    addr.ip().to_canonical().is_loopback()
 }
 
 /// Serves until SIGINT, SIGTERM (`signals`, watched by the caller before it announced

@@ -10,11 +10,11 @@ pub mod outcome;
 pub mod returns;
 mod screen;
 
-use super::{choose_for_person, print_stdout, profile};
-use crate::app::error::{AppError, EnvironmentError, UpstreamError};
+use super::{choose_for_person, print_stdout, profile, watch};
+use crate::app::error::{AppError, UpstreamError};
 use crate::app::sync::random_hex;
 use crate::app::telemetry::manage_connections;
-use async_signal::{Signal, Signals};
+use async_signal::Signal;
 use connop_blocking::{Interrupt, SharedRegistry, ToolContext};
 use connop_core::flow::Surface;
 use connop_core::operation::Text;
@@ -187,8 +187,7 @@ async fn run_operation(
     interrupt: &Interrupt,
     cause: &InterruptCause,
 ) -> Result<Value, AppError> {
-    let mut signals = Signals::new([Signal::Term, Signal::Int, Signal::Hup])
-        .map_err(EnvironmentError::Signals)?;
+    let mut signals = watch(&[Signal::Term, Signal::Int, Signal::Hup])?;
     let (stop, cause) = (interrupt.clone(), cause.clone());
     let _signals = smol::spawn(async move {
         if let Some(signal) = signals.next().await {

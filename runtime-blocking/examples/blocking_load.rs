@@ -23,7 +23,9 @@ use connop_blocking::{Interrupt, SharedRegistry, ToolContext};
 use connop_core::flow::Surface;
 use connop_core::tool_gateway::BlockingToolGateway;
 use connop_fixtures::load::{LoadArgs, card_counter, connect_args, settled_as};
-use connop_fixtures::measure::{Counting, Figures, heap, memory, process_cpu, threads_cpu};
+use connop_fixtures::measure::{
+    Counting, Figures, heap, memory, memory_latency_ns, process_cpu, threads_cpu,
+};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -80,7 +82,7 @@ fn spawn_ops(
                 .stack_size(STACK)
                 .spawn(move || {
                     let result = connop_blocking::manage_connections(&args, &ctx);
-                    settled_as(&result, expect.0, expect.1)
+                    settled_as(&result.to_value(), expect.0, expect.1)
                 })
                 .expect("spawn an operation thread")
         })
@@ -186,6 +188,7 @@ fn main() {
     f.p2_failures = failed + ops - cards.load(Ordering::Relaxed);
     // VmHWM lags the per-thread RSS counters a little: never report it below a sample.
     f.hwm = memory().1.max(f.rss_parked).max(f.rss_watching);
+    f.load_ns = memory_latency_ns(32 << 20);
     f.print();
     if f.p1_failures + f.p2_failures > 0 {
         std::process::exit(1);

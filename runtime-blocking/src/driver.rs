@@ -4,7 +4,7 @@
 //! unparks it) or until the next wake-up, one re-armable deadline, never sliced.
 
 use crate::calls::WorkerCalls;
-use crate::handle::{CallStarter, Next, OpHandle, ResultForm, ToolContext};
+use crate::handle::{CallStarter, Next, OpHandle, ToolContext};
 use connop_core::tool::ToolResult;
 use connop_core::tool_gateway::BlockingToolGateway;
 use serde_json::Value;
@@ -12,27 +12,20 @@ use std::sync::Arc;
 use std::task::{Wake, Waker};
 use std::time::Instant;
 
-/// Runs one `manage_connections` tool call on the calling thread and returns its result as
-/// JSON. On the card path it blocks until the operation settles; other threads reach it
-/// through the registry's [`OpHandle`] or the context's [`Interrupt`](crate::Interrupt).
-pub fn manage_connections(args: &Value, context: &ToolContext<dyn BlockingToolGateway>) -> Value {
-    let op = start_tool_call(args, context, ResultForm::Json);
-    run(&op);
-    op.finished_result_json()
-}
-
-/// [`manage_connections`], returning the typed result.
-pub fn run_tool_call(args: &Value, context: &ToolContext<dyn BlockingToolGateway>) -> ToolResult {
-    run_to_end(&start_tool_call(args, context, ResultForm::Typed))
-}
-
-fn start_tool_call(
+/// Runs one `manage_connections` tool call on the calling thread and returns its result. On
+/// the card path it blocks until the operation settles; other threads reach it through the
+/// registry's [`OpHandle`] or the context's [`Interrupt`](crate::Interrupt).
+///
+/// The result comes back typed, as the core froze it: the host serializes it as it needs
+/// ([`ToolResult::to_json`] for text, [`ToolResult::to_value`] for a value), after it has
+/// it. Built as a `serde_json::Value` here, it cost a caller woken from a long sleep about
+/// as much as the wake-up itself (a map and a string per key, in memory gone cold).
+pub fn manage_connections(
     args: &Value,
     context: &ToolContext<dyn BlockingToolGateway>,
-    form: ResultForm,
-) -> OpHandle {
+) -> ToolResult {
     let calls: Arc<dyn CallStarter> = Arc::new(WorkerCalls::new(context.gateway.clone()));
-    context.start(args, Some(calls), form)
+    run_to_end(&context.start(args, Some(calls)))
 }
 
 /// Drives an operation on this thread until its tool call returns, and returns the result.

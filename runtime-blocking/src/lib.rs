@@ -21,8 +21,8 @@ pub mod http;
 
 pub use calls::{CallQueue, InlineCalls, OnAnswer, WorkerCalls};
 pub use clock::{Clock, SystemClock};
-pub use driver::{manage_connections, run_to_end, run_tool_call};
+pub use driver::{manage_connections, run_to_end};
 pub use handle::{
-    AlreadyOpen, Answer, CallStarter, DriverCall, EventSink, Interrupt, Next, OpHandle, ResultForm,
+    AlreadyOpen, Answer, CallStarter, DriverCall, EventSink, Interrupt, Next, OpHandle,
     SharedRegistry, ToolContext,
 };

@@ -21,7 +21,9 @@ use connop_blocking::{Interrupt, SharedRegistry, ToolContext};
 use connop_core::flow::Surface;
 use connop_core::tool_gateway::AsyncToolGateway;
 use connop_fixtures::load::{LoadArgs, card_counter, connect_args, settled_as};
-use connop_fixtures::measure::{Counting, Figures, heap, memory, process_cpu, threads_cpu};
+use connop_fixtures::measure::{
+    Counting, Figures, heap, memory, memory_latency_ns, process_cpu, threads_cpu,
+};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -63,7 +65,7 @@ fn spawn_ops<'a>(
             let args = args.clone();
             ex.spawn(async move {
                 let result = connop_smol::manage_connections(&args, &ctx).await;
-                settled_as(&result, expect.0, expect.1)
+                settled_as(&result.to_value(), expect.0, expect.1)
             })
         })
         .collect()
@@ -167,6 +169,7 @@ fn main() {
         f.p2_failures = failed + ops - cards.load(Ordering::Relaxed);
         // VmHWM lags the per-thread RSS counters a little: never report it below a sample.
         f.hwm = memory().1.max(f.rss_parked).max(f.rss_watching);
+        f.load_ns = memory_latency_ns(32 << 20);
         f
     }));
     figures.print();

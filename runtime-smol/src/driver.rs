@@ -3,7 +3,7 @@
 //! for every operation due in the same slot); any input from another thread or task wakes it
 //! through the waker [`OpHandle::step`] registered (no allocation per wait).
 
-use connop_blocking::{Answer, DriverCall, Next, OpHandle, ResultForm, ToolContext};
+use connop_blocking::{Answer, DriverCall, Next, OpHandle, ToolContext};
 use connop_core::tool::ToolResult;
 use connop_core::tool_gateway::{AsyncToolGateway, CallId, GatewayFuture};
 use futures_lite::future::poll_fn;
@@ -82,24 +82,17 @@ fn start(
     }
 }
 
-/// Runs one `manage_connections` tool call as a future and returns its result as JSON. On
-/// the card path it completes when the operation settles; other threads and tasks reach it
-/// through the registry's [`OpHandle`] or the context's interrupt handle.
+/// Runs one `manage_connections` tool call as a future and returns its result. On the card
+/// path it completes when the operation settles; other threads and tasks reach it through
+/// the registry's [`OpHandle`] or the context's interrupt handle.
+///
+/// The result comes back typed, as the core froze it: the host serializes it as it needs
+/// ([`ToolResult::to_json`] for text, [`ToolResult::to_value`] for a value), after it has
+/// it. Built as a `serde_json::Value` here, on an executor just woken, it cost about as much
+/// as the wake-up itself (a map and a string per key, in memory gone cold).
 pub async fn manage_connections(
     args: &Value,
     context: &ToolContext<dyn AsyncToolGateway>,
-) -> Value {
-    let op = context.start(args, None, ResultForm::Typed);
-    run_to_end_json(&op, &context.gateway).await
-}
-
-/// [`manage_connections`], returning the typed result.
-pub async fn run_tool_call(
-    args: &Value,
-    context: &ToolContext<dyn AsyncToolGateway>,
 ) -> ToolResult {
-    // Kept typed: one interrupt may settle thousands of operations before their tasks run,
-    // and their results should not all be held as JSON at once.
-    let op = context.start(args, None, ResultForm::Typed);
-    run_to_end(&op, &context.gateway).await
+    run_to_end(&context.start(args, None), &context.gateway).await
 }

@@ -1,7 +1,7 @@
 //! What the runtime layer costs beyond the core: one two-target connect lifecycle (the seed
 //! workload: gmail active on its 3rd read, notion on its 2nd, a 0 s tick), driven
 //!
-//! - by hand through the core alone (`Flow::start` to `Effect::Return`, the result as JSON),
+//! - by hand through the core alone (`Flow::start` to `Effect::Return`, the typed result),
 //! - through `connop_blocking::manage_connections` (calls inline, the blocking driver),
 //! - through `connop_smol::manage_connections` (under `smol::block_on`),
 //!
@@ -83,8 +83,13 @@ fn args() -> Value {
     json!({"action": "connect", "connectors": ["gmail", "notion"]})
 }
 
-fn check(result: &Value) {
-    assert_eq!(result["settled_by"], "all_resolved", "{result}");
+/// The tool result as every host gets it (typed; a host serializes it as it needs, after).
+fn check(result: &ToolResult) {
+    let settled_by = match result {
+        ToolResult::Model(model) => model.settled_by,
+        _ => None,
+    };
+    assert_eq!(settled_by, Some(SettleReason::AllResolved), "{result:?}");
 }
 
 #[divan::bench]
@@ -109,7 +114,7 @@ fn core_only(bencher: divan::Bencher) {
                                 .expect("replies match their calls");
                         }
                         Effect::Emit(event) => drop(divan::black_box(event)),
-                        Effect::Return(tool_result) => result = Some(tool_result.to_value()),
+                        Effect::Return(tool_result) => result = Some(*tool_result),
                         _ => {}
                     }
                 }

@@ -424,7 +424,7 @@ fn play_runtime(scenario: &Scenario, smol: bool, backend: &dyn Backend) -> Playe
         let mut ctx: ToolContext<dyn AsyncToolGateway> =
             ToolContext::new(registry.clone(), SESSION, gateway);
         configure(&mut ctx, scenario, events, &interrupt, &clock);
-        smol::block_on(connop_smol::manage_connections(&scenario.args, &ctx))
+        smol::block_on(connop_smol::manage_connections(&scenario.args, &ctx)).to_value()
     } else {
         let gateway = hooked_blocking(backend.blocking(), hook);
         let mut ctx: ToolContext<dyn BlockingToolGateway> =
@@ -433,7 +433,7 @@ fn play_runtime(scenario: &Scenario, smol: bool, backend: &dyn Backend) -> Playe
         if backend.inline_calls() {
             ctx.calls = Some(Arc::new(connop_blocking::InlineCalls(gateway)));
         }
-        connop_blocking::manage_connections(&scenario.args, &ctx)
+        connop_blocking::manage_connections(&scenario.args, &ctx).to_value()
     };
     let returned_at = clock.elapsed();
     for actor in std::mem::take(&mut *actors.lock().unwrap()) {
@@ -495,7 +495,6 @@ fn preopen(registry: &SharedRegistry, backend: &dyn Backend, clock: &Arc<AutoClo
     let op = ctx.start(
         &json!({"action": "connect", "connectors": ["gmail"]}),
         Some(calls),
-        connop_blocking::ResultForm::Typed,
     );
     let waker = std::task::Waker::noop();
     let _ = op.step(&mut Vec::new(), &mut Vec::new(), waker);

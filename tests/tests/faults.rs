@@ -42,14 +42,14 @@ fn run_with(
                 ToolContext::new(registry.clone(), "s1", blocking);
             (ctx.surface, ctx.events, ctx.tick, ctx.deadline) =
                 (Surface::Desktop, Some(events), tick, deadline);
-            connop_blocking::manage_connections(args, &ctx)
+            connop_blocking::manage_connections(args, &ctx).to_value()
         }
         Runtime::Smol => {
             let mut ctx: ToolContext<dyn AsyncToolGateway> =
                 ToolContext::new(registry.clone(), "s1", asynchronous);
             (ctx.surface, ctx.events, ctx.tick, ctx.deadline) =
                 (Surface::Desktop, Some(events), tick, deadline);
-            smol::block_on(connop_smol::manage_connections(args, &ctx))
+            smol::block_on(connop_smol::manage_connections(args, &ctx)).to_value()
         }
     };
     assert!(registry.is_empty(), "the registry entry is closed");

@@ -44,7 +44,7 @@ fn trigger_to_return(runtime: Runtime, read_latency: Duration) -> Duration {
                 ctx.events = Some(events);
                 ctx.interrupt = Some(interrupt_for_tool);
                 ctx.tick = Duration::from_secs(60);
-                connop_blocking::manage_connections(&args, &ctx)
+                connop_blocking::manage_connections(&args, &ctx).to_value()
             }
             Runtime::Smol => {
                 let mut ctx: ToolContext<dyn AsyncToolGateway> =
@@ -53,7 +53,7 @@ fn trigger_to_return(runtime: Runtime, read_latency: Duration) -> Duration {
                 ctx.events = Some(events);
                 ctx.interrupt = Some(interrupt_for_tool);
                 ctx.tick = Duration::from_secs(60);
-                smol::block_on(connop_smol::manage_connections(&args, &ctx))
+                smol::block_on(connop_smol::manage_connections(&args, &ctx)).to_value()
             }
         };
         (result, Instant::now())

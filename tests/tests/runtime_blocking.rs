@@ -34,7 +34,8 @@ fn worker_calls_rearm_the_tick_after_answers_that_move_nothing() {
     let result = connop_blocking::manage_connections(
         &json!({"action": "connect", "connectors": ["gmail"]}),
         &ctx,
-    );
+    )
+    .to_value();
     assert_eq!(result["settled_by"], "all_resolved");
     assert!(
         started.elapsed() < Duration::from_secs(10),
@@ -66,7 +67,8 @@ fn an_interrupt_settles_at_once_while_a_slow_read_is_in_flight() {
         let result = connop_blocking::manage_connections(
             &json!({"action": "connect", "connectors": ["gmail"]}),
             &ctx,
-        );
+        )
+        .to_value();
         (result, started.elapsed())
     });
     carded
@@ -122,7 +124,8 @@ fn operations_share_the_call_threads_instead_of_starting_one_each() {
         let result = connop_blocking::manage_connections(
             &json!({"action": "connect", "connectors": ["gmail"]}),
             &ctx,
-        );
+        )
+        .to_value();
         assert_eq!(result["settled_by"], "all_resolved", "{result}");
         gateway.with(|gw| *gw = ScriptedToolGateway::new().flips(&[("gmail", 2)]));
     }

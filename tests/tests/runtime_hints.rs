@@ -86,6 +86,7 @@ fn a_hint_wakes_the_blocking_driver_and_reads_at_once() {
             &json!({"action": "connect", "connectors": ["gmail"]}),
             &ctx,
         )
+        .to_value()
     });
     let (result, elapsed) = hint_after_the_card(&gateway, &carded, &read, tool);
     check(&result, elapsed, &gateway);
@@ -102,6 +103,7 @@ fn a_hint_wakes_the_smol_driver_and_reads_at_once() {
             &json!({"action": "connect", "connectors": ["gmail"]}),
             &ctx,
         ))
+        .to_value()
     });
     let (result, elapsed) = hint_after_the_card(&gateway, &carded, &read, tool);
     check(&result, elapsed, &gateway);

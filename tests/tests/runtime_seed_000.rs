@@ -65,7 +65,7 @@ fn main_flow(runtime: Runtime) {
                     ctx.events = Some(events);
                     ctx.tick = Duration::from_millis(50);
                     ctx.agent_session_id = Some("20260914_rotated_agent_id".into());
-                    connop_blocking::manage_connections(&args, &ctx)
+                    connop_blocking::manage_connections(&args, &ctx).to_value()
                 }
                 Runtime::Smol => {
                     let mut ctx: ToolContext<dyn AsyncToolGateway> =
@@ -74,7 +74,7 @@ fn main_flow(runtime: Runtime) {
                     ctx.events = Some(events);
                     ctx.tick = Duration::from_millis(50);
                     ctx.agent_session_id = Some("20260914_rotated_agent_id".into());
-                    smol::block_on(connop_smol::manage_connections(&args, &ctx))
+                    smol::block_on(connop_smol::manage_connections(&args, &ctx)).to_value()
                 }
             };
             done_tx.send(result).unwrap();

@@ -2,6 +2,7 @@
 
 use connop_blocking::{Interrupt, OpHandle, SharedRegistry, ToolContext};
 use connop_core::flow::{Event, Surface};
+use connop_core::tool::ToolResult;
 use connop_core::tool_gateway::AsyncToolGateway;
 use connop_fixtures::{ScriptedToolGateway, SharedToolGateway};
 use serde_json::json;
@@ -63,7 +64,7 @@ fn one_interrupt_from_another_thread_settles_every_parked_operation_on_one_execu
     }
     let results = executor.join().expect("executor");
     assert_eq!(results.len(), OPS);
-    for result in &results {
+    for result in results.iter().map(ToolResult::to_value) {
         assert_eq!(result["settled_by"], "interrupt", "{result}");
     }
     assert!(registry.is_empty());

@@ -4,7 +4,7 @@
 use crate::convert::{from_py, to_py};
 use crate::gateway::{PyCalls, PyGateway, PyHttpGateway, seconds};
 use crate::handle::{PyInterrupt, PyRegistry, default_registry};
-use connop_blocking::{EventSink, Next, OpHandle, ResultForm, ToolContext};
+use connop_blocking::{EventSink, Next, OpHandle, ToolContext};
 use connop_core::flow::{Event, Surface};
 use connop_core::tool_gateway::BlockingToolGateway;
 use pyo3::exceptions::{PyKeyboardInterrupt, PyValueError};
@@ -139,13 +139,13 @@ pub fn manage_connections(
     let calls = PyCalls::new(gateway, inline, hosted_names, std::thread::current());
 
     let main = on_main_thread(py)?;
-    let op = context.start(&args, None, ResultForm::Json);
+    let op = context.start(&args, None);
     let signal = py.detach(|| drive(&op, &calls, main));
-    let result = op.finished_result_json();
+    let result = op.finished_result();
     match signal {
         // Ctrl-C is the stop button: the operation settled `interrupt`, and that is the answer.
         Some(error) if !error.is_instance_of::<PyKeyboardInterrupt>(py) => Err(error),
-        _ => Ok(result.to_string()),
+        _ => Ok(result.to_json()),
     }
 }
 

@@ -1,7 +1,7 @@
 //! What a host tells a tool call (SPEC §11), and the one way both runtimes start it.
 
 use super::interrupt::Interrupt;
-use super::op::{CallStarter, EventSink, OpEnv, OpHandle, ResultForm};
+use super::op::{CallStarter, EventSink, OpEnv, OpHandle};
 use super::registry::SharedRegistry;
 use crate::clock::{Clock, SystemClock, entropy};
 use connop_core::flow::{DEFAULT_TICK, Flow, FlowConfig, Surface};
@@ -93,21 +93,14 @@ impl<G: ?Sized> ToolContext<G> {
     /// Starts the tool call's operation (both runtimes start it here): the flow at the
     /// clock's now, its environment, its interrupt. `calls` runs its gateway calls unless
     /// the context names its own (`None`: the driver starts them, taking them from its
-    /// [`step`](OpHandle::step)); `form` says how the result is kept. Nothing runs until a
-    /// driver steps it.
-    pub fn start(
-        &self,
-        args: &Value,
-        calls: Option<Arc<dyn CallStarter>>,
-        form: ResultForm,
-    ) -> OpHandle {
+    /// [`step`](OpHandle::step)). Nothing runs until a driver steps it.
+    pub fn start(&self, args: &Value, calls: Option<Arc<dyn CallStarter>>) -> OpHandle {
         let flow = Flow::start(args, self.flow_config(), entropy(), self.clock.now());
         let env = OpEnv {
             registry: self.registry.cell().clone(),
             events: self.events.clone(),
             calls: self.calls.clone().or(calls),
             clock: self.clock.clone(),
-            form,
         };
         let op = OpHandle::new(flow, env);
         if let Some(interrupt) = &self.interrupt {
@@ -140,7 +133,6 @@ impl<G: ?Sized> ToolContext<G> {
             events: self.events.clone(),
             calls: self.calls.clone(),
             clock: self.clock.clone(),
-            form: ResultForm::Typed,
         };
         let op = OpHandle::new(flow, env);
         op.run_queued();

@@ -13,5 +13,5 @@ mod registry;
 
 pub use context::{AlreadyOpen, ToolContext};
 pub use interrupt::Interrupt;
-pub use op::{Answer, CallStarter, DriverCall, EventSink, Next, OpHandle, OpShared, ResultForm};
+pub use op::{Answer, CallStarter, DriverCall, EventSink, Next, OpHandle, OpShared};
 pub use registry::SharedRegistry;

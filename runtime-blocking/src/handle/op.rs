@@ -51,18 +51,6 @@ pub trait CallStarter: Send + Sync {
     fn start(&self, op: &OpHandle, id: CallId, call: GatewayCall);
 }
 
-/// How the tool result is kept once the flow returns it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum ResultForm {
-    /// The typed result only.
-    #[default]
-    Typed,
-    /// Also as JSON, serialized by the thread that runs the `Return` effect: a caller asleep
-    /// on another thread then wakes to a finished value instead of serializing in memory its
-    /// long sleep left cold.
-    Json,
-}
-
 /// The process's registry of open operations, as the handle stores itself in it.
 pub(crate) type RegistryCell = Arc<Mutex<Registry<OpHandle>>>;
 
@@ -88,8 +76,6 @@ pub(crate) struct OpEnv {
     pub(crate) calls: Option<Arc<dyn CallStarter>>,
     /// What time it is, and how a driver sleeps.
     pub(crate) clock: Arc<dyn Clock>,
-    /// How the result is kept.
-    pub(crate) form: ResultForm,
 }
 
 struct State {
@@ -105,7 +91,6 @@ struct State {
     pump: Option<ThreadId>,
     /// Boxed as the core returns it: a running operation carries one word for it.
     result: Option<Box<ToolResult>>,
-    result_json: Option<Value>,
     /// Callers waiting for another thread's pump to run their effects: the pump signals
     /// progress only when there are some.
     waiting: usize,
@@ -244,7 +229,6 @@ impl OpHandle {
             executed: 0,
             pump: None,
             result: None,
-            result_json: None,
             waiting: 0,
             waker: None,
             for_driver: Vec::new(),
@@ -283,17 +267,11 @@ impl OpHandle {
         self.lock().result.as_deref().cloned()
     }
 
-    /// The tool result as JSON: taken out if the operation keeps it as JSON
-    /// ([`ResultForm::Json`]), else serialized now; `None` before it returned.
+    /// The tool result as a JSON value, serialized now; `None` before it returned.
     pub fn result_json(&self) -> Option<Value> {
-        let mut state = self.lock();
-        if let Some(json) = state.result_json.take() {
-            return Some(json);
-        }
         // Serialized from the frozen result in place, under the lock: no input changes it
-        // any more, and a copy made only to be serialized would double the work of the
-        // result's last step.
-        state.result.as_deref().map(ToolResult::to_value)
+        // any more, and a copy made only to be serialized would double the work.
+        self.lock().result.as_deref().map(ToolResult::to_value)
     }
 
     /// What a driver returns once the operation finished: the frozen result, or an error
@@ -597,12 +575,7 @@ impl OpHandle {
                 let closed = lock(&env.registry).close(&key, op_id);
                 drop(closed);
             }
-            Effect::Return(result) => {
-                let json = (env.form == ResultForm::Json).then(|| result.to_value());
-                let mut state = self.lock();
-                state.result = Some(result);
-                state.result_json = json;
-            }
+            Effect::Return(result) => self.lock().result = Some(result),
             // An effect of a newer core than this runtime knows.
             unknown => debug_assert!(false, "an unknown effect: {unknown:?}"),
         }

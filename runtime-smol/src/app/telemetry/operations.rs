@@ -5,7 +5,7 @@
 
 use super::metrics::metrics;
 use crate::driver::{run_to_end, run_to_end_json};
-use connop_blocking::{EventSink, ResultForm, ToolContext};
+use connop_blocking::{EventSink, ToolContext};
 use connop_core::flow::Event;
 use connop_core::operation::Text;
 use connop_core::tool::ToolResult;
@@ -29,7 +29,7 @@ pub async fn manage_connections(
     let mut context = context.clone();
     let started = Instant::now();
     context.events = context.events.take().map(logged_events);
-    let op = context.start(args, None, ResultForm::Typed);
+    let op = context.start(args, None);
     let Some(op_id) = op.op_id() else {
         // A status call or refused arguments: no operation to follow.
         return run_to_end_json(&op, &context.gateway).await;

@@ -82,7 +82,7 @@ fn spawn_ops(
                 .stack_size(STACK)
                 .spawn(move || {
                     let result = connop_blocking::manage_connections(&args, &ctx);
-                    settled_as(&result.to_value(), expect.0, expect.1)
+                    settled_as(&result, expect.0, expect.1)
                 })
                 .expect("spawn an operation thread")
         })

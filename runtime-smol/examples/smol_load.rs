@@ -65,7 +65,7 @@ fn spawn_ops<'a>(
             let args = args.clone();
             ex.spawn(async move {
                 let result = connop_smol::manage_connections(&args, &ctx).await;
-                settled_as(&result.to_value(), expect.0, expect.1)
+                settled_as(&result, expect.0, expect.1)
             })
         })
         .collect()

@@ -82,7 +82,7 @@ fn an_interrupt_draining_parked_operations_holds_their_results_one_at_a_time() {
                 let args = args.clone();
                 ex.spawn(async move {
                     let result = connop_smol::manage_connections(&args, ctx).await;
-                    settled_as(&result.to_value(), "interrupt", "not_connected")
+                    settled_as(&result, "interrupt", "not_connected")
                 })
             })
             .collect();

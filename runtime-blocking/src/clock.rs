@@ -164,22 +164,6 @@ impl Clock for SystemClock {
     }
 }
 
-/// Fills `bytes` from the operating system's cryptographic random source (`getrandom(2)` on
-/// Linux). Op ids and tokens must not be guessable, so there is no fallback to anything
-/// weaker: a system without a working random source cannot run connop.
-pub fn random_bytes(bytes: &mut [u8]) {
-    if let Err(error) = getrandom::fill(bytes) {
-        panic!("the operating system's random source failed: {error}");
-    }
-}
-
-/// Six random bytes, for an op id.
-pub fn entropy() -> [u8; 6] {
-    let mut bytes = [0u8; 6];
-    random_bytes(&mut bytes);
-    bytes
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,7 +175,6 @@ mod tests {
         let later = now + Duration::from_millis(250);
         let gap = clock.instant_of(later) - clock.instant_of(now);
         assert_eq!(gap, Duration::from_millis(250));
-        assert_ne!(entropy(), entropy());
     }
 
     #[test]

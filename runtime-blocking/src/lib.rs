@@ -12,12 +12,15 @@
 //!   Gateway calls run off the operation's thread, on a shared pool ([`WorkerCalls`]), or
 //!   inline ([`InlineCalls`]) for an in-process gateway that answers at once.
 //! - [`http`]: the tool gateway's HTTP client ([`http::HttpToolGateway`]).
+//! - [`random`]: unguessable ids from the system's random source, pooled per thread and
+//!   fork-safe.
 
 pub mod calls;
 pub mod clock;
 pub mod driver;
 pub mod handle;
 pub mod http;
+pub mod random;
 
 pub use calls::{CallQueue, InlineCalls, OnAnswer, WorkerCalls};
 pub use clock::{Clock, SystemClock};

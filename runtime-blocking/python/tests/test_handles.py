@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import warnings
 
 import pytest
 
@@ -132,6 +134,29 @@ def test_open_takes_names_as_the_tool_arguments_do(registry):
         with pytest.raises(ValueError, match="every target needs a non-empty 'name'"):
             registry.open("empty", empty)
     assert registry.current("empty") is None
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_never_repeats_its_parents_next_op_id(registry):
+    # Op ids come from a per-thread pool of system random bytes; a fork must empty it, or
+    # the child would hand out the parent's next ids.
+    registry.open("before", ["gmail"]).settle(connop.SettleReason.interrupt)
+    read, write = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads: we know
+        pid = os.fork()
+    if pid == 0:
+        try:
+            os.write(write, registry.open("child", ["gmail"]).op_id.encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    parent = registry.open("parent", ["gmail"]).op_id
+    with os.fdopen(read, "rb") as pipe:
+        child = pipe.read().decode()
+    assert os.waitpid(pid, 0)[1] == 0
+    assert len(child) == len(parent) == 12
+    assert child != parent, "the child repeated its parent's next op id"
 
 
 def test_the_module_says_what_it_is():

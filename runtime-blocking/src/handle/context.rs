@@ -3,7 +3,8 @@
 use super::interrupt::Interrupt;
 use super::op::{CallStarter, EventSink, OpEnv, OpHandle};
 use super::registry::SharedRegistry;
-use crate::clock::{Clock, SystemClock, entropy};
+use crate::clock::{Clock, SystemClock};
+use crate::random::entropy;
 use connop_core::flow::{DEFAULT_TICK, Flow, FlowConfig, Surface};
 use connop_core::operation::{DEFAULT_DEADLINE, OpId, Target, Text};
 use connop_core::tool::ToolResult;

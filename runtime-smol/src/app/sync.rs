@@ -85,6 +85,6 @@ impl Drop for CountGuard {
 /// `n` random bytes from the operating system's random source, as lower-case hex.
 pub fn random_hex(n: usize) -> String {
     let mut bytes = vec![0u8; n];
-    connop_blocking::clock::random_bytes(&mut bytes);
+    connop_blocking::random::random_bytes(&mut bytes);
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

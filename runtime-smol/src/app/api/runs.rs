@@ -103,7 +103,7 @@ impl Api {
             }
         };
         let mut entropy = [0u8; 16];
-        connop_blocking::clock::random_bytes(&mut entropy);
+        connop_blocking::random::random_bytes(&mut entropy);
         let run = Run::new(run_id(entropy), request.session_id, now);
         let answer = json!({"run_id": run.run_id(), "status": "started"});
         let first = FirstAnswer {

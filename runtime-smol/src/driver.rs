@@ -8,9 +8,10 @@ use connop_core::tool::ToolResult;
 use connop_core::tool_gateway::{AsyncToolGateway, CallId, GatewayFuture};
 use futures_lite::future::poll_fn;
 use serde_json::Value;
+use std::cell::RefCell;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::Poll;
+use std::task::{Context, Poll};
 
 /// Drives an operation until its tool call returns, and returns the result. Its gateway
 /// calls (those the driver starts) go to `gateway`, each as a future polled inside this one.
@@ -26,43 +27,84 @@ pub async fn run_to_end_json(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>)
     op.finished_result_json()
 }
 
+thread_local! {
+    /// The answers and calls a driver's poll passes around, shared by every operation the
+    /// thread drives: both are empty again when a poll returns, so one pair, warm in the
+    /// cache, serves them all (a pair per operation would be two more lines a parked
+    /// operation's tick finds cold).
+    static SCRATCH: RefCell<(Vec<Answer>, Vec<DriverCall>)> =
+        const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
 /// The driver's loop: steps the operation until it finished.
 async fn drive(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>) {
     let mut in_flight: Vec<(CallId, GatewayFuture)> = Vec::new();
-    let mut answers: Vec<Answer> = Vec::new();
-    let mut calls: Vec<DriverCall> = Vec::new();
     // The wake-up filed with the timers, taken back when this ends.
     let mut alarm = crate::timers::Alarm::new();
     poll_fn(|cx| {
         crate::timers::relay();
-        loop {
-            in_flight.retain_mut(|(id, call)| match Pin::new(call).poll(cx) {
-                Poll::Ready(answer) => {
-                    answers.push((*id, answer));
-                    false
-                }
-                Poll::Pending => true,
-            });
-            match op.step(&mut answers, &mut calls, cx.waker()) {
-                Next::Finished => return Poll::Ready(()),
-                Next::Start => start(gateway, &mut calls, &mut answers, &mut in_flight),
-                Next::Sleep(at) => {
-                    if !calls.is_empty() {
-                        // Handed over by another thread's pump.
-                        start(gateway, &mut calls, &mut answers, &mut in_flight);
-                        continue;
-                    }
-                    if let Some(at) = at {
-                        // Already past (the step just fired what was due at its own now):
-                        // the timers wake us at once.
-                        alarm.wake_at(at, cx.waker());
-                    }
-                    return Poll::Pending;
-                }
+        SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+            Ok(mut scratch) => {
+                let (answers, calls) = &mut *scratch;
+                let polled = poll_step(op, gateway, cx, &mut in_flight, answers, calls, &mut alarm);
+                // Left over only when the operation finished: calls it no longer awaits.
+                answers.clear();
+                calls.clear();
+                polled
             }
-        }
+            // A driver polled from inside another's poll (a gateway future that blocks on
+            // an executor): buffers of its own.
+            Err(_) => poll_step(
+                op,
+                gateway,
+                cx,
+                &mut in_flight,
+                &mut Vec::new(),
+                &mut Vec::new(),
+                &mut alarm,
+            ),
+        })
     })
     .await;
+}
+
+/// One poll of [`drive`]: steps until the operation finished or sleeps. Returns with
+/// `answers` and `calls` empty unless it finished.
+fn poll_step(
+    op: &OpHandle,
+    gateway: &Arc<dyn AsyncToolGateway>,
+    cx: &mut Context<'_>,
+    in_flight: &mut Vec<(CallId, GatewayFuture)>,
+    answers: &mut Vec<Answer>,
+    calls: &mut Vec<DriverCall>,
+    alarm: &mut crate::timers::Alarm,
+) -> Poll<()> {
+    loop {
+        in_flight.retain_mut(|(id, call)| match Pin::new(call).poll(cx) {
+            Poll::Ready(answer) => {
+                answers.push((*id, answer));
+                false
+            }
+            Poll::Pending => true,
+        });
+        match op.step(answers, calls, cx.waker()) {
+            Next::Finished => return Poll::Ready(()),
+            Next::Start => start(gateway, calls, answers, in_flight),
+            Next::Sleep(at) => {
+                if !calls.is_empty() {
+                    // Handed over by another thread's pump.
+                    start(gateway, calls, answers, in_flight);
+                    continue;
+                }
+                if let Some(at) = at {
+                    // Already past (the step just fired what was due at its own now):
+                    // the timers wake us at once.
+                    alarm.wake_at(at, cx.waker());
+                }
+                return Poll::Pending;
+            }
+        }
+    }
 }
 
 /// Starts `calls`: an answer known at once joins `answers`, the others `in_flight`.
@@ -72,8 +114,6 @@ fn start(
     answers: &mut Vec<Answer>,
     in_flight: &mut Vec<(CallId, GatewayFuture)>,
 ) {
-    // Room for exactly this many: a parked operation keeps its buffers for every tick.
-    answers.reserve_exact(calls.len());
     for (id, call) in calls.drain(..) {
         match gateway.clone().call(call) {
             GatewayFuture::Ready(Some(answer)) => answers.push((id, answer)),

@@ -162,15 +162,17 @@ impl Flow {
             if !row.state.is_live() {
                 continue;
             }
-            let Some(id) = row.connection_id.clone() else {
+            let Some(id) = &row.connection_id else {
                 need_list = true;
                 continue;
             };
             if !is_due(&self.watch.rows[index]) {
                 continue;
             }
+            // Cloned only for a read that goes out: a reference count is an atomic write
+            // on a line a parked operation left cold.
             let call = GatewayCall::Account {
-                connection_id: id,
+                connection_id: id.clone(),
                 timeout,
             };
             let call = self.call(Purpose::Read(index), call);

@@ -20,13 +20,6 @@ pub async fn run_to_end(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>) -> T
     op.finished_result()
 }
 
-/// [`run_to_end`], returning the result as JSON, serialized from the frozen result itself
-/// (no typed copy made on the way).
-pub async fn run_to_end_json(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>) -> Value {
-    drive(op, gateway).await;
-    op.finished_result_json()
-}
-
 thread_local! {
     /// The answers and calls a driver's poll passes around, shared by every operation the
     /// thread drives: both are empty again when a poll returns, so one pair, warm in the

@@ -16,4 +16,4 @@ pub mod http;
 mod timers;
 
 pub use connop_blocking::{Interrupt, OpHandle, SharedRegistry, ToolContext};
-pub use driver::{manage_connections, run_to_end, run_to_end_json};
+pub use driver::{manage_connections, run_to_end};

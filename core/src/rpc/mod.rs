@@ -281,10 +281,21 @@ pub fn reply_line(id: Option<&Value>, outcome: Result<&Value, &RpcError>) -> Opt
     })
 }
 
-/// The answer line for a result.
+/// The answer line for a result, written straight from it (no JSON value built first: a
+/// tool result is written once, as it goes out).
 pub fn result_line(id: &Value, result: &impl Serialize) -> String {
-    let result = serde_json::to_value(result).unwrap_or(Value::Null);
-    json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string()
+    #[derive(Serialize)]
+    struct Line<'a, R> {
+        jsonrpc: &'static str,
+        id: &'a Value,
+        result: &'a R,
+    }
+    line(&Line {
+        jsonrpc: "2.0",
+        id,
+        result,
+    })
+    .unwrap_or_else(|| result_line(id, &Value::Null))
 }
 
 /// The answer line for an error.
@@ -292,15 +303,38 @@ pub fn error_line(id: &Value, error: &RpcError) -> String {
     json!({"jsonrpc": "2.0", "id": id, "error": error.to_value()}).to_string()
 }
 
-/// An event line: `{"jsonrpc": "2.0", "method": "event", "params": {"type", "session_id", "payload"}}`.
+/// An event line: `{"jsonrpc": "2.0", "method": "event", "params": {"type", "session_id", "payload"}}`,
+/// written straight from the payload.
 pub fn event_line(kind: &str, session_id: &str, payload: &impl Serialize) -> String {
-    let payload = serde_json::to_value(payload).unwrap_or(Value::Null);
-    json!({
-        "jsonrpc": "2.0",
-        "method": "event",
-        "params": {"type": kind, "session_id": session_id, "payload": payload},
+    #[derive(Serialize)]
+    struct Line<'a, P> {
+        jsonrpc: &'static str,
+        method: &'static str,
+        params: Params<'a, P>,
+    }
+    #[derive(Serialize)]
+    struct Params<'a, P> {
+        #[serde(rename = "type")]
+        kind: &'a str,
+        session_id: &'a str,
+        payload: &'a P,
+    }
+    line(&Line {
+        jsonrpc: "2.0",
+        method: "event",
+        params: Params {
+            kind,
+            session_id,
+            payload,
+        },
     })
-    .to_string()
+    .unwrap_or_else(|| event_line(kind, session_id, &Value::Null))
+}
+
+/// One line of JSON; `None` if the value cannot be written as JSON (a map with keys that are
+/// no strings), which the caller answers with `null` in its place.
+fn line(value: &impl Serialize) -> Option<String> {
+    serde_json::to_string(value).ok()
 }
 
 /// The first check of every session method: `session_id` present (a non-empty string).
@@ -544,5 +578,40 @@ mod tests {
             line,
             r#"{"jsonrpc":"2.0","method":"event","params":{"type":"connection.update","session_id":"s1","payload":{"seq":1}}}"#
         );
+    }
+
+    /// Written straight from the typed value, a line has the bytes it had when the value
+    /// went through a `serde_json::Value` first; one that cannot be JSON carries `null`.
+    #[test]
+    fn lines_written_from_typed_values_match_the_value_route() {
+        use crate::tool::ToolResult;
+        use std::collections::BTreeMap;
+        let mut map = BTreeMap::new();
+        map.insert(2, vec![1.5, -0.0]);
+        map.insert(10, vec![f64::MAX]);
+        let result = ToolResult::Error("refused \"x\"\n".into());
+        let via_value =
+            |id: &Value, v: Value| json!({"jsonrpc": "2.0", "id": id, "result": v}).to_string();
+        for id in [json!(7), json!("a"), Value::Null] {
+            assert_eq!(
+                result_line(&id, &result),
+                via_value(&id, serde_json::to_value(&result).unwrap())
+            );
+            assert_eq!(
+                result_line(&id, &map),
+                via_value(&id, serde_json::to_value(&map).unwrap())
+            );
+        }
+        let event = json!({"jsonrpc": "2.0", "method": "event",
+            "params": {"type": "t", "session_id": "s", "payload": serde_json::to_value(&map).unwrap()}});
+        assert_eq!(event_line("t", "s", &map), event.to_string());
+        // Keys that are no strings cannot be JSON: the line still goes out, with null.
+        let mut odd = BTreeMap::new();
+        odd.insert((1, 2), 3);
+        assert_eq!(
+            result_line(&json!(1), &odd),
+            r#"{"jsonrpc":"2.0","id":1,"result":null}"#
+        );
+        assert!(event_line("t", "s", &odd).ends_with(r#""payload":null}}"#));
     }
 }

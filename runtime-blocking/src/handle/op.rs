@@ -26,7 +26,6 @@ use connop_core::time::Timestamp;
 use connop_core::tool::ToolResult;
 use connop_core::tool_gateway::{CallId, GatewayCall, GatewayError, GatewayReply};
 use event_listener::{Event as Signal, Listener};
-use serde_json::Value;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::Waker;
@@ -267,23 +266,10 @@ impl OpHandle {
         self.lock().result.as_deref().cloned()
     }
 
-    /// The tool result as a JSON value, serialized now; `None` before it returned.
-    pub fn result_json(&self) -> Option<Value> {
-        // Serialized from the frozen result in place, under the lock: no input changes it
-        // any more, and a copy made only to be serialized would double the work.
-        self.lock().result.as_deref().map(ToolResult::to_value)
-    }
-
     /// What a driver returns once the operation finished: the frozen result, or an error
     /// saying there is none (a flow that ended without returning, which it should not).
     pub fn finished_result(&self) -> ToolResult {
         self.result().unwrap_or_else(no_result)
-    }
-
-    /// [`finished_result`](Self::finished_result) as JSON, as [`result_json`](Self::result_json)
-    /// gives it.
-    pub fn finished_result_json(&self) -> Value {
-        self.result_json().unwrap_or_else(|| no_result().to_value())
     }
 
     /// The clock the operation runs on.

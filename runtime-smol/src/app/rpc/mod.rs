@@ -17,6 +17,7 @@ use connop_core::operation::Text;
 use connop_core::rpc::{
     self, Admitted, Call, ManageParams, Request, RpcError, Session, SessionTable, TransportId,
 };
+use connop_core::tool::ToolResult;
 use connop_core::tool_gateway::{AsyncToolGateway, GatewayCall, GatewayError, GatewayReply};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -262,7 +263,7 @@ impl RpcServer {
         self: &Arc<Self>,
         session: Session<SessionLink>,
         params: ManageParams,
-    ) -> Value {
+    ) -> ToolResult {
         let mut ctx: ToolContext<dyn AsyncToolGateway> = ToolContext::new(
             self.registry.clone(),
             &session.key,
@@ -323,13 +324,14 @@ pub struct PendingRequest {
 impl PendingRequest {
     /// Runs it to its answer line (none for a notification).
     pub async fn run(self) -> Option<String> {
-        let result = match self.kind {
+        match self.kind {
             Later::Manage(call) => {
                 let (session, params) = *call;
-                Ok(self.server.manage(session, params).await)
+                let result = self.server.manage(session, params).await;
+                // Written straight from the typed result, once, as it goes out.
+                Some(rpc::result_line(self.id.as_ref()?, &result))
             }
-            Later::List => self.server.list().await,
-        };
-        rpc::reply_line(self.id.as_ref(), result.as_ref())
+            Later::List => rpc::reply_line(self.id.as_ref(), self.server.list().await.as_ref()),
+        }
     }
 }

@@ -4,7 +4,7 @@
 //! line per operation every [`FAILURE_LOG_EVERY`] with the rest counted.
 
 use super::metrics::metrics;
-use crate::driver::{run_to_end, run_to_end_json};
+use crate::driver::run_to_end;
 use connop_blocking::{EventSink, ToolContext};
 use connop_core::flow::Event;
 use connop_core::operation::Text;
@@ -25,14 +25,14 @@ pub const FAILURE_LOG_EVERY: Duration = Duration::from_secs(10);
 pub async fn manage_connections(
     args: &Value,
     context: &ToolContext<dyn AsyncToolGateway>,
-) -> Value {
+) -> ToolResult {
     let mut context = context.clone();
     let started = Instant::now();
     context.events = context.events.take().map(logged_events);
     let op = context.start(args, None);
     let Some(op_id) = op.op_id() else {
         // A status call or refused arguments: no operation to follow.
-        return run_to_end_json(&op, &context.gateway).await;
+        return run_to_end(&op, &context.gateway).await;
     };
     let opened = op.view();
     let targets = opened
@@ -104,7 +104,7 @@ pub async fn manage_connections(
             metrics().operation_ended("links");
         }
     }
-    result.to_value()
+    result
 }
 
 fn join(items: impl Iterator<Item = String>) -> String {

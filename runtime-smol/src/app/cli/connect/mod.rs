@@ -200,5 +200,5 @@ async fn run_operation(
         }
     });
     let _redraw = screen.redraw_every_second();
-    Ok(manage_connections(args, ctx).await)
+    Ok(manage_connections(args, ctx).await.to_value())
 }

@@ -3,15 +3,18 @@
 //! Op ids, tokens and session ids must not be guessable, so every byte comes from
 //! `getrandom(2)`; there is no fallback to anything weaker (a system without a working random
 //! source cannot run connop). One call per operation started was the largest single piece of a
-//! lifecycle's runtime layer, so small draws come from a per-thread pool, refilled
-//! [`POOL_BYTES`] at a time.
+//! lifecycle's runtime layer, so small draws come from one process-wide pool, refilled
+//! [`POOL_BYTES`] at a time. One pool, not one per thread: a host that runs each operation on a
+//! thread of its own would fill a pool per operation and keep its unused bytes.
 //!
-//! A pool copied into a forked child would hand the child its parent's next ids (a Python host
-//! forks). So a fork empties every pool: the child's side of `pthread_atfork` moves
-//! [`GENERATION`] on, and a pool filled in an older generation is refilled before it is drawn
-//! from. Bytes drawn are wiped from the pool, so nothing already handed out stays behind.
+//! A draw never waits for the pool: one that finds it in use makes its own system call. So a
+//! fork that copies the pool locked (another thread was drawing) leaves a child that draws
+//! without it, and never deadlocks. A pool copied into a forked child would hand the child its
+//! parent's next ids (a Python host forks), so a fork also empties it: the child's side of
+//! `pthread_atfork` moves [`GENERATION`] on, and a pool filled in an older generation is
+//! refilled before it is drawn from. Bytes drawn are wiped from the pool.
 
-use std::cell::RefCell;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Bytes fetched per refill: 64 op ids.
@@ -20,7 +23,7 @@ const POOL_BYTES: usize = 384;
 /// Draws at most this large come from the pool; larger ones go to the system directly.
 const MAX_POOLED: usize = 32;
 
-/// Moved on in every forked child (and never otherwise): pools of an older generation are
+/// Moved on in every forked child (and never otherwise): a pool of an older generation is
 /// stale. `u64::MAX` means forks cannot be seen here, so nothing is pooled.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 
@@ -32,15 +35,14 @@ struct Pool {
     generation: u64,
 }
 
-thread_local! {
-    // Const-initialised, no destructor: safe to touch in a forked child.
-    static POOL: RefCell<Pool> = const {
-        RefCell::new(Pool { bytes: [0; POOL_BYTES], left: 0, generation: 0 })
-    };
-}
+static POOL: Mutex<Pool> = Mutex::new(Pool {
+    bytes: [0; POOL_BYTES],
+    left: 0,
+    generation: 0,
+});
 
 /// Fills `bytes` from the operating system's cryptographic random source (`getrandom(2)` on
-/// Linux): from this thread's pool when the draw is small, directly otherwise.
+/// Linux): from the pool when the draw is small and the pool free, directly otherwise.
 pub fn random_bytes(bytes: &mut [u8]) {
     if bytes.len() > MAX_POOLED {
         return fetch(bytes);
@@ -49,18 +51,21 @@ pub fn random_bytes(bytes: &mut [u8]) {
     if generation == u64::MAX {
         return fetch(bytes);
     }
-    POOL.with_borrow_mut(|pool| {
-        if pool.generation != generation || pool.left < bytes.len() {
-            fetch(&mut pool.bytes);
-            pool.left = POOL_BYTES;
-            pool.generation = generation;
-        }
-        let from = POOL_BYTES - pool.left;
-        let drawn = &mut pool.bytes[from..from + bytes.len()];
-        bytes.copy_from_slice(drawn);
-        drawn.fill(0);
-        pool.left -= bytes.len();
-    });
+    // Never waits: a pool in use, or left locked by a thread a fork did not copy, is passed
+    // by (a poisoned one too: only a failed refill poisons it, and that panicked already).
+    let Ok(mut pool) = POOL.try_lock() else {
+        return fetch(bytes);
+    };
+    if pool.generation != generation || pool.left < bytes.len() {
+        fetch(&mut pool.bytes);
+        pool.left = POOL_BYTES;
+        pool.generation = generation;
+    }
+    let from = POOL_BYTES - pool.left;
+    let drawn = &mut pool.bytes[from..from + bytes.len()];
+    bytes.copy_from_slice(drawn);
+    drawn.fill(0);
+    pool.left -= bytes.len();
 }
 
 /// Six random bytes, for an op id.
@@ -118,30 +123,40 @@ mod tests {
         unique.sort();
         unique.dedup();
         assert_eq!(unique.len(), ids.len(), "200 ids, across pool refills");
-        POOL.with_borrow(|pool| {
-            let taken = POOL_BYTES - pool.left;
-            assert!(taken > 0);
-            assert!(
-                pool.bytes[..taken].iter().all(|b| *b == 0),
-                "drawn bytes wiped"
-            );
-        });
+        let pool = POOL.lock().unwrap();
+        let taken = POOL_BYTES - pool.left;
+        assert!(taken > 0);
+        assert!(
+            pool.bytes[..taken].iter().all(|b| *b == 0),
+            "drawn bytes wiped"
+        );
+        drop(pool);
         // A large draw bypasses the pool and still fills every byte.
         let mut big = [0u8; 256];
         random_bytes(&mut big);
         assert!(big.iter().filter(|b| **b == 0).count() < 32);
     }
 
+    /// A pool held elsewhere (or left locked in a forked child by a thread the fork did not
+    /// copy) is passed by: the draw makes its own system call and never waits.
+    #[test]
+    fn a_draw_never_waits_for_a_locked_pool() {
+        let held = POOL.lock().unwrap();
+        let (a, b) = (entropy(), entropy());
+        assert_ne!(a, b);
+        drop(held);
+    }
+
     /// A forked child must not repeat its parent's next id (the pool it inherits is stale).
     #[cfg(unix)]
     #[test]
     fn a_forked_child_draws_fresh_bytes() {
-        // Fill this thread's pool, so that the child inherits a pool with ids left in it.
+        // Fill the pool, so that the child inherits a pool with ids left in it.
         let _ = entropy();
         let mut pipe = [0i32; 2];
         // SAFETY: plain pipe(2) on a local array.
         assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
-        // SAFETY: the child only draws (a thread-local without destructor, an atomic and
+        // SAFETY: the child only draws (a try_lock that never waits, an atomic and
         // getrandom(2)), writes to the pipe and _exits: nothing that needs another thread.
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0, "fork failed");

@@ -4,14 +4,14 @@
 //! `getrandom(2)`; there is no fallback to anything weaker (a system without a working random
 //! source cannot run connop). One call per operation started was the largest single piece of a
 //! lifecycle's runtime layer, so small draws come from one process-wide pool, refilled
-//! [`POOL_BYTES`] at a time. One pool, not one per thread: a host that runs each operation on a
+//! 384 bytes (64 op ids) at a time. One pool, not one per thread: a host that runs each operation on a
 //! thread of its own would fill a pool per operation and keep its unused bytes.
 //!
 //! A draw never waits for the pool: one that finds it in use makes its own system call. So a
 //! fork that copies the pool locked (another thread was drawing) leaves a child that draws
 //! without it, and never deadlocks. A pool copied into a forked child would hand the child its
 //! parent's next ids (a Python host forks), so a fork also empties it: the child's side of
-//! `pthread_atfork` moves [`GENERATION`] on, and a pool filled in an older generation is
+//! `pthread_atfork` moves a generation counter on, and a pool filled in an older generation is
 //! refilled before it is drawn from. Bytes drawn are wiped from the pool.
 
 use std::sync::Mutex;

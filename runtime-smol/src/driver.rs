@@ -39,6 +39,9 @@ async fn drive(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>) {
         SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
             Ok(mut scratch) => {
                 let (answers, calls) = &mut *scratch;
+                // Empty unless a poll before panicked half-way: never another operation's.
+                answers.clear();
+                calls.clear();
                 let polled = poll_step(op, gateway, cx, &mut in_flight, answers, calls, &mut alarm);
                 // Left over only when the operation finished: calls it no longer awaits.
                 answers.clear();

@@ -9,7 +9,6 @@ use serde_json::Value;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -420,13 +419,14 @@ pub trait BlockingToolGateway: Send + Sync {
     fn call(&self, call: &GatewayCall) -> Result<GatewayReply, GatewayError>;
 }
 
-/// The tool gateway for async hosts: the same one method as [`BlockingToolGateway`]. The
-/// call and the gateway are handed over owned, so the answer is a `'static` future the driver
-/// keeps as it is; an in-process gateway that knows the answer at once returns it ready, with
-/// no allocation.
+/// The tool gateway for async hosts: the same one method as [`BlockingToolGateway`]. The call
+/// is handed over owned and the answer is a `'static` future the driver keeps as it is; the
+/// gateway is only lent, so a gateway whose answer takes a while keeps in its future what it
+/// needs (an `Arc` of its own state), and an in-process gateway that knows the answer at once
+/// returns it ready, with no allocation and no reference count touched.
 pub trait AsyncToolGateway: Send + Sync {
     /// Runs one call to its end; see [`BlockingToolGateway::call`].
-    fn call(self: Arc<Self>, call: GatewayCall) -> GatewayFuture;
+    fn call(&self, call: GatewayCall) -> GatewayFuture;
 }
 
 /// An async tool gateway's answer to one call.

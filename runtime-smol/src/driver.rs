@@ -111,7 +111,7 @@ fn start(
     in_flight: &mut Vec<(CallId, GatewayFuture)>,
 ) {
     for (id, call) in calls.drain(..) {
-        match gateway.clone().call(call) {
+        match gateway.call(call) {
             GatewayFuture::Ready(Some(answer)) => answers.push((id, answer)),
             pending => in_flight.push((id, pending)),
         }

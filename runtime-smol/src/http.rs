@@ -15,9 +15,13 @@ use isahc::HttpClient;
 use std::sync::Arc;
 
 /// The tool gateway over HTTP for async hosts. One isahc client per gateway, so connections
-/// are reused across calls and across concurrent operations — except by the mint.
+/// are reused across calls and across concurrent operations — except by the mint. Shared
+/// with each call's future, which outlives the call that lent the gateway.
+#[derive(Clone, Debug)]
+pub struct AsyncHttpToolGateway(Arc<Clients>);
+
 #[derive(Debug)]
-pub struct AsyncHttpToolGateway {
+struct Clients {
     config: ClientConfig,
     client: HttpClient,
     /// The mint's client: see [`mint_client`].
@@ -38,11 +42,11 @@ impl AsyncHttpToolGateway {
     /// `client` for the reads, `mint_client` for the mint. Build `mint_client` with
     /// `connection_cache_size(0)`: on a reused connection curl may send a mint twice.
     pub fn with_clients(config: ClientConfig, client: HttpClient, mint_client: HttpClient) -> Self {
-        AsyncHttpToolGateway {
+        AsyncHttpToolGateway(Arc::new(Clients {
             config,
             client,
             mint_client,
-        }
+        }))
     }
 
     /// The gateway the environment names; `Ok(None)` when `CONNECTOR_GATEWAY_URL` is unset.
@@ -53,15 +57,15 @@ impl AsyncHttpToolGateway {
 
     /// Where this client sends.
     pub fn config(&self) -> &ClientConfig {
-        &self.config
+        &self.0.config
     }
 
     /// Sends one wire request and reads the whole answer (at most [`MAX_BODY`] bytes of it).
     pub async fn send(&self, request: &wire::Request) -> Answer {
         // The mint is the API's only POST.
         let client = match request.method {
-            Method::Post => &self.mint_client,
-            Method::Get => &self.client,
+            Method::Post => &self.0.mint_client,
+            Method::Get => &self.0.client,
         };
         let request: isahc::Request<isahc::AsyncBody> = to_isahc(request)?;
         let mut response = client
@@ -85,10 +89,11 @@ impl AsyncHttpToolGateway {
 impl AsyncToolGateway for AsyncHttpToolGateway {
     /// Runs the call's [`Exchange`] to its end (pages, the one retry), sending each request
     /// with [`send`](AsyncHttpToolGateway::send).
-    fn call(self: Arc<Self>, call: GatewayCall) -> GatewayFuture {
+    fn call(&self, call: GatewayCall) -> GatewayFuture {
+        let this = self.clone();
         GatewayFuture::pending(async move {
-            let this = &self;
-            Exchange::run_async(&self.config, &call, move |request| async move {
+            let this = &this;
+            Exchange::run_async(this.config(), &call, move |request| async move {
                 this.send(&request).await
             })
             .await
@@ -107,9 +112,7 @@ mod tests {
     use std::time::Duration;
 
     fn mint(gateway: &Arc<AsyncHttpToolGateway>) -> GatewayFuture {
-        gateway
-            .clone()
-            .call(GatewayCall::Mint(Box::new(mint_request())))
+        gateway.call(GatewayCall::Mint(Box::new(mint_request())))
     }
 
     #[test]

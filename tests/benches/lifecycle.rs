@@ -77,7 +77,7 @@ impl BlockingToolGateway for FlipGateway {
 }
 
 impl AsyncToolGateway for FlipGateway {
-    fn call(self: Arc<Self>, call: GatewayCall) -> GatewayFuture {
+    fn call(&self, call: GatewayCall) -> GatewayFuture {
         GatewayFuture::ready(Ok(self.answer(&call)))
     }
 }

@@ -536,11 +536,12 @@ impl BlockingToolGateway for Hooked<dyn BlockingToolGateway> {
 }
 
 impl AsyncToolGateway for Hooked<dyn AsyncToolGateway> {
-    fn call(self: Arc<Self>, call: GatewayCall) -> connop_core::tool_gateway::GatewayFuture {
-        let answer = self.inner.clone().call(call.clone());
+    fn call(&self, call: GatewayCall) -> connop_core::tool_gateway::GatewayFuture {
+        let answer = self.inner.call(call.clone());
+        let hook = self.hook.clone();
         connop_core::tool_gateway::GatewayFuture::pending(async move {
             let answer = answer.await;
-            (self.hook)(&call, answer)
+            hook(&call, answer)
         })
     }
 }

@@ -59,7 +59,7 @@ impl Client {
     fn call(&self, call: &GatewayCall) -> Result<GatewayReply, GatewayError> {
         match self {
             Client::Blocking(g) => g.call(call),
-            Client::Async(g) => smol::block_on(g.clone().call(call.clone())),
+            Client::Async(g) => smol::block_on(g.call(call.clone())),
         }
     }
 }

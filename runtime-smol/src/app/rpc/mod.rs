@@ -282,7 +282,7 @@ impl RpcServer {
 
     async fn list(&self) -> Result<Value, RpcError> {
         let call = GatewayCall::List { timeout: None };
-        let rows = self.list_gateway.clone().call(call).await;
+        let rows = self.list_gateway.call(call).await;
         match rows.and_then(GatewayReply::into_connectors) {
             Ok(rows) => {
                 let rows: Vec<Value> = rows.into_iter().map(|r| r.raw).collect();

@@ -152,6 +152,12 @@ fn logged_events(sink: EventSink) -> EventSink {
 /// Counts and times every call through it, and logs the failed ones (rate-limited).
 pub struct ObservedToolGateway {
     inner: Arc<dyn AsyncToolGateway>,
+    /// Shared with the futures of calls still running.
+    log: Arc<CallLog>,
+}
+
+/// What an [`ObservedToolGateway`] logs under, and what it held back.
+struct CallLog {
     /// Whose calls these are: an op id, or the name of what calls outside an operation.
     scope: String,
     failures: Mutex<FailureLog>,
@@ -171,16 +177,20 @@ impl ObservedToolGateway {
     pub fn new(inner: Arc<dyn AsyncToolGateway>, scope: impl Into<String>) -> Self {
         ObservedToolGateway {
             inner,
-            scope: scope.into(),
-            failures: Mutex::default(),
+            log: Arc::new(CallLog {
+                scope: scope.into(),
+                failures: Mutex::default(),
+            }),
         }
     }
 
     /// How many failures were counted and not logged, in all.
     pub fn suppressed_total(&self) -> u64 {
-        self.failures().suppressed_total
+        self.log.failures().suppressed_total
     }
+}
 
+impl CallLog {
     fn failures(&self) -> std::sync::MutexGuard<'_, FailureLog> {
         self.failures.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -251,20 +261,23 @@ impl ObservedToolGateway {
 }
 
 impl AsyncToolGateway for ObservedToolGateway {
-    fn call(self: Arc<Self>, call: GatewayCall) -> GatewayFuture {
+    fn call(&self, call: GatewayCall) -> GatewayFuture {
         let started = Instant::now();
         let seen = Called::of(&call);
-        match self.inner.clone().call(call) {
+        match self.inner.call(call) {
             // An in-process gateway's answer stays ready: no future is made for it.
             GatewayFuture::Ready(Some(result)) => {
-                self.observe(&seen, &result, started.elapsed());
+                self.log.observe(&seen, &result, started.elapsed());
                 GatewayFuture::ready(result)
             }
-            answer => GatewayFuture::pending(async move {
-                let result = answer.await;
-                self.observe(&seen, &result, started.elapsed());
-                result
-            }),
+            answer => {
+                let log = self.log.clone();
+                GatewayFuture::pending(async move {
+                    let result = answer.await;
+                    log.observe(&seen, &result, started.elapsed());
+                    result
+                })
+            }
         }
     }
 }

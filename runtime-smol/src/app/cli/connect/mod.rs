@@ -64,7 +64,7 @@ pub fn run_connect(options: ConnectOptions) -> Result<u8, AppError> {
     let tool_gateway = choose_for_person(options.sim_auto)?;
     let recording = RecordingToolGateway::new(tool_gateway.client.clone());
     let client: Arc<dyn AsyncToolGateway> = recording.clone();
-    let rows = smol::block_on(client.clone().call(GatewayCall::List { timeout: None }))
+    let rows = smol::block_on(client.call(GatewayCall::List { timeout: None }))
         .and_then(GatewayReply::into_connectors)
         .map_err(|error| gateway_failure(&tool_gateway.url, "list", error))?;
     check_names(&options.names, &rows, &options.catalog)?;

@@ -186,9 +186,9 @@ impl RecordingToolGateway {
 }
 
 impl AsyncToolGateway for RecordingToolGateway {
-    fn call(self: Arc<Self>, call: GatewayCall) -> GatewayFuture {
+    fn call(&self, call: GatewayCall) -> GatewayFuture {
         let route = call.route();
-        let answer = self.inner.clone().call(call);
+        let answer = self.inner.call(call);
         let failure = self.failure.clone();
         GatewayFuture::pending(async move {
             let answer = answer.await;

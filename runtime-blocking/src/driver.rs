@@ -24,8 +24,12 @@ pub fn manage_connections(
     args: &Value,
     context: &ToolContext<dyn BlockingToolGateway>,
 ) -> ToolResult {
-    let calls: Arc<dyn CallStarter> = Arc::new(WorkerCalls::new(context.gateway.clone()));
-    run_to_end(&context.start(args, Some(calls)))
+    // The pool's queue only when the context does not name its own way of running calls.
+    let calls = context
+        .calls
+        .is_none()
+        .then(|| Arc::new(WorkerCalls::new(context.gateway.clone())) as Arc<dyn CallStarter>);
+    run_to_end(&context.start(args, calls))
 }
 
 /// Drives an operation on this thread until its tool call returns, and returns the result.

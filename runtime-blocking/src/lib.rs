@@ -12,8 +12,8 @@
 //!   Gateway calls run off the operation's thread, on a shared pool ([`WorkerCalls`]), or
 //!   inline ([`InlineCalls`]) for an in-process gateway that answers at once.
 //! - [`http`]: the tool gateway's HTTP client ([`http::HttpToolGateway`]).
-//! - [`random`]: unguessable ids from the system's random source, pooled per thread and
-//!   fork-safe.
+//! - [`random`]: unguessable ids from the system's random source, drawn from one
+//!   process-wide pool that a fork empties.
 
 pub mod calls;
 pub mod clock;

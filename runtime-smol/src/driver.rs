@@ -22,8 +22,8 @@ pub async fn run_to_end(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>) -> T
 
 thread_local! {
     /// The answers and calls a driver's poll passes around, shared by every operation the
-    /// thread drives: both are empty again when a poll returns, so one pair, warm in the
-    /// cache, serves them all (a pair per operation would be two more lines a parked
+    /// thread drives: a poll starts them empty and leaves them empty unless its operation
+    /// finished, so one pair, warm in the cache, serves them all (a pair per operation would be two more lines a parked
     /// operation's tick finds cold).
     static SCRATCH: RefCell<(Vec<Answer>, Vec<DriverCall>)> =
         const { RefCell::new((Vec::new(), Vec::new())) };
@@ -39,14 +39,11 @@ async fn drive(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>) {
         SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
             Ok(mut scratch) => {
                 let (answers, calls) = &mut *scratch;
-                // Empty unless a poll before panicked half-way: never another operation's.
+                // Left over only by an operation that finished (calls it no longer awaits)
+                // or a poll that panicked half-way: never for this operation.
                 answers.clear();
                 calls.clear();
-                let polled = poll_step(op, gateway, cx, &mut in_flight, answers, calls, &mut alarm);
-                // Left over only when the operation finished: calls it no longer awaits.
-                answers.clear();
-                calls.clear();
-                polled
+                poll_step(op, gateway, cx, &mut in_flight, answers, calls, &mut alarm)
             }
             // A driver polled from inside another's poll (a gateway future that blocks on
             // an executor): buffers of its own.

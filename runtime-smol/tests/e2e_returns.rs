@@ -179,9 +179,24 @@ fn connect_serves_a_loopback_return_url_and_each_return_reads_at_once() {
     // A return naming no account this operation holds reads every live row (notion).
     let (status, _) = get(&format!("{url}?connection_id=ca_other_9&status=failed"));
     assert_eq!(status, 200);
-    log.wait_for("notion connected", |l| {
-        l.contains("notion: initiated -> connected")
-    });
+    // On failure, the gateway's request log says which reads happened (seen to time out
+    // once, in one of many runs).
+    log.wait_for_explained(
+        "notion connected",
+        |l| l.contains("notion: initiated -> connected"),
+        || {
+            let requests: Vec<String> = sim
+                .server()
+                .log()
+                .iter()
+                .map(|r| {
+                    let r = r.to_json();
+                    format!("{} {}", r["method"].as_str().unwrap_or("?"), r["path"])
+                })
+                .collect();
+            format!("\nthe tool gateway's requests: {requests:#?}")
+        },
+    );
 
     let mut stdout = String::new();
     std::io::Read::read_to_string(child.stdout.as_mut().expect("stdout"), &mut stdout)

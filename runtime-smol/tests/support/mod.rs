@@ -392,6 +392,17 @@ impl StderrLog {
 
     /// Waits (at most [`BOUND`]) for a line that satisfies `want`; returns it.
     pub fn wait_for(&self, what: &str, want: impl Fn(&str) -> bool) -> String {
+        self.wait_for_explained(what, want, String::new)
+    }
+
+    /// [`wait_for`](Self::wait_for), adding `explain()` (what else the test knows, taken only
+    /// on failure) to the panic message.
+    pub fn wait_for_explained(
+        &self,
+        what: &str,
+        want: impl Fn(&str) -> bool,
+        explain: impl FnOnce() -> String,
+    ) -> String {
         let deadline = Instant::now() + BOUND;
         let (lines, changed) = &*self.0;
         let mut guard = lines.lock().unwrap();
@@ -404,7 +415,10 @@ impl StderrLog {
                 let seen = guard.0.clone();
                 // Not while holding the lock: the reader thread still takes it.
                 drop(guard);
-                panic!("no stderr line with {what} within {BOUND:?}: {seen:#?}");
+                panic!(
+                    "no stderr line with {what} within {BOUND:?}: {seen:#?}{}",
+                    explain()
+                );
             }
             guard = changed.wait_timeout(guard, left).unwrap().0;
         }

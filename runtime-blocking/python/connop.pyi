@@ -91,7 +91,11 @@ class HttpGateway:
     def url(self) -> str: ...
 
 class Operation:
-    """A handle on one operation, usable from any thread; every change wakes its watcher."""
+    """A handle on one operation, usable from any thread; every change wakes its watcher.
+
+    A change keeps the GIL while it runs (letting it go only to wait for another thread that
+    runs a callback), so the changing thread's next line runs before the woken waiting thread
+    returns, as with an operation written in Python."""
     @property
     def op_id(self) -> Optional[str]: ...
     @property

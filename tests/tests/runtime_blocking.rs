@@ -148,3 +148,74 @@ fn operations_share_the_call_threads_instead_of_starting_one_each() {
         distinct.len()
     );
 }
+
+#[test]
+fn an_input_that_waits_for_another_threads_pump_waits_through_the_hosts_hook() {
+    // A host whose callers hold a lock the callbacks also take (Python's GIL) lets it go
+    // only in its hook. Thread A's move runs an update callback that needs that lock, so it
+    // blocks until the hook runs; this thread's move must wait for A's pump and must do so
+    // through the hook. Waiting any other way, the callback would give up after 10 s.
+    use connop_blocking::handle::waiting_through;
+    use connop_core::contract::{Actor, SettleReason, TargetAction, TargetState};
+    use connop_core::operation::{Patch, Target};
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+
+    static WAITS: AtomicUsize = AtomicUsize::new(0);
+    static LOCK_FREE: Mutex<Option<std::sync::mpsc::Sender<()>>> = Mutex::new(None);
+    fn through(wait: &mut (dyn FnMut() + Send)) {
+        WAITS.fetch_add(1, SeqCst);
+        if let Some(free) = LOCK_FREE.lock().unwrap().take() {
+            free.send(()).unwrap();
+        }
+        wait();
+    }
+
+    let (entered_tx, entered) = channel();
+    let (free_tx, free) = channel::<()>();
+    *LOCK_FREE.lock().unwrap() = Some(free_tx);
+    let free = Mutex::new(free);
+    let armed = Arc::new(AtomicBool::new(false));
+    let gave_up = Arc::new(AtomicBool::new(false));
+    let mut ctx: ToolContext<()> =
+        ToolContext::new(SharedRegistry::new("/test/.connop"), "s1", Arc::new(()));
+    ctx.events = Some(Arc::new({
+        let (armed, gave_up) = (armed.clone(), gave_up.clone());
+        let entered_tx = Mutex::new(entered_tx);
+        move |event: &Event| {
+            if matches!(event, Event::Update(_)) && armed.swap(false, SeqCst) {
+                entered_tx.lock().unwrap().send(()).unwrap();
+                let freed = free.lock().unwrap().recv_timeout(Duration::from_secs(10));
+                gave_up.store(freed.is_err(), SeqCst);
+            }
+        }
+    }));
+    let targets = ["gmail", "notion"].map(|name| Target::connector(name, TargetAction::Connect));
+    let op = ctx.open(targets.to_vec()).expect("opens");
+    let skip = |name: &str| {
+        op.transition(name, TargetState::Skipped, Actor::User, Patch::default())
+            .expect("a legal move")
+    };
+
+    // No other pump: the hook is not asked.
+    waiting_through(through, || skip("gmail"));
+    assert_eq!(WAITS.load(SeqCst), 0);
+
+    armed.store(true, SeqCst);
+    std::thread::scope(|scope| {
+        let other = scope.spawn(|| op.settle(SettleReason::Continue));
+        entered
+            .recv_timeout(Duration::from_secs(10))
+            .expect("A's callback runs");
+        let won = waiting_through(through, || op.settle(SettleReason::Interrupt));
+        assert!(other.join().unwrap(), "A's settle, fed first, won");
+        assert!(!won);
+    });
+    assert_eq!(
+        WAITS.load(SeqCst),
+        1,
+        "this thread waited once, through the hook"
+    );
+    assert!(!gave_up.load(SeqCst), "the hook freed A's callback");
+    assert!(op.is_settled());
+}

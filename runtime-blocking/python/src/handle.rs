@@ -1,6 +1,8 @@
 //! The registry, operation handles and interrupt tokens, reachable from any Python thread.
-//! Every call releases the GIL while it runs: a call may wait for another thread that is
-//! running a callback into Python.
+//! An input (a move, a card answer, a settle, an interrupt) keeps the GIL while it runs and
+//! lets it go only to wait for another thread's pump, which may be running a callback into
+//! Python: so the caller's next line runs before the thread the input woke runs Python
+//! again, as it would if the operation were Python code. Reads release the GIL.
 
 use crate::convert::{from_py, to_py};
 use crate::enums::{PyActor, PyKind, PySettleReason, PyTargetAction, PyTargetState};
@@ -17,6 +19,16 @@ use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
 use serde_json::{Value, json};
 use std::sync::{Arc, OnceLock};
+
+/// Runs inputs to operations with the GIL held, letting it go only while waiting for another
+/// thread's pump (see the module docs).
+fn holding_gil<R>(inputs: impl FnOnce() -> R) -> R {
+    connop_blocking::handle::waiting_through(release_gil, inputs)
+}
+
+fn release_gil(wait: &mut (dyn FnMut() + Send)) {
+    Python::attach(|py| py.detach(wait));
+}
 
 /// The process's registry: one open operation per session key.
 pub fn default_registry() -> &'static SharedRegistry {
@@ -76,7 +88,6 @@ impl PyRegistry {
     #[pyo3(signature = (session_key, targets, *, deadline=300.0, on_update=None, interrupt=None))]
     fn open(
         &self,
-        py: Python<'_>,
         session_key: &str,
         targets: &Bound<'_, PyAny>,
         deadline: f64,
@@ -90,7 +101,7 @@ impl PyRegistry {
         context.surface = Surface::Unset;
         context.events = on_update.map(|update| events(None, Some(update)));
         context.interrupt = interrupt.map(|i| i.inner.clone());
-        match py.detach(|| context.open(targets)) {
+        match holding_gil(|| context.open(targets)) {
             Ok(op) => Ok(PyOperation::from(op)),
             Err(refused) => Err(OperationAlreadyOpen::new_err((
                 refused.message,
@@ -210,9 +221,8 @@ impl PyOperation {
             connect_url: connect_url.map(Into::into),
             connection_id: connection_id.map(Into::into),
         };
-        let change = py
-            .detach(|| self.inner.transition(name, to, actor, patch))
-            .map_err(caller_error)?;
+        let change =
+            holding_gil(|| self.inner.transition(name, to, actor, patch)).map_err(caller_error)?;
         change.map(|c| change_dict(py, &c)).transpose()
     }
 
@@ -231,28 +241,27 @@ impl PyOperation {
             Some(actor) => PyActor::extract(actor)?,
             None => connop_core::contract::Actor::BackendWatcher,
         };
-        let change = py
-            .detach(|| {
-                self.inner.refresh(
-                    name,
-                    connect_url.map(Into::into),
-                    detail.map(Into::into),
-                    actor,
-                )
-            })
-            .map_err(caller_error)?;
+        let change = holding_gil(|| {
+            self.inner.refresh(
+                name,
+                connect_url.map(Into::into),
+                detail.map(Into::into),
+                actor,
+            )
+        })
+        .map_err(caller_error)?;
         change_dict(py, &change)
     }
 
     /// Settles once: the first call wins and returns `True`; later ones return `False`.
-    fn settle(&self, py: Python<'_>, reason: &Bound<'_, PyAny>) -> PyResult<bool> {
+    fn settle(&self, reason: &Bound<'_, PyAny>) -> PyResult<bool> {
         let reason = PySettleReason::extract(reason)?;
-        Ok(py.detach(|| self.inner.settle(reason)))
+        Ok(holding_gil(|| self.inner.settle(reason)))
     }
 
     /// Settles `interrupt` at once; returns whether this call settled it.
-    fn interrupt(&self, py: Python<'_>) -> bool {
-        py.detach(|| self.inner.interrupt())
+    fn interrupt(&self) -> bool {
+        holding_gil(|| self.inner.interrupt())
     }
 
     /// A card answer, as `connection.respond` takes it: `{"targets": [{"name", "status"}],
@@ -260,16 +269,14 @@ impl PyOperation {
     fn respond(&self, py: Python<'_>, answer: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let answer = CardAnswer::from_json(&from_py(answer)?)
             .map_err(|e| crate::errors::invalid_answer(e.to_string()))?;
-        let reply = py
-            .detach(|| self.inner.respond(&answer))
-            .map_err(caller_error)?;
+        let reply = holding_gil(|| self.inner.respond(&answer)).map_err(caller_error)?;
         Ok(to_py(py, &json!({"status": "ok", "settled": reply.settled}))?.unbind())
     }
 
     /// Continue: settles `continue` unless every target resolved. Returns whether it is
     /// settled now.
-    fn continue_(&self, py: Python<'_>) -> PyResult<bool> {
-        let reply = py.detach(|| self.inner.continue_()).map_err(caller_error)?;
+    fn continue_(&self) -> PyResult<bool> {
+        let reply = holding_gil(|| self.inner.continue_()).map_err(caller_error)?;
         Ok(reply.settled)
     }
 
@@ -339,8 +346,8 @@ impl PyInterrupt {
     }
 
     /// Interrupts every attached operation, now and until `reset()`.
-    fn trigger(&self, py: Python<'_>) {
-        py.detach(|| self.inner.trigger());
+    fn trigger(&self) {
+        holding_gil(|| self.inner.trigger());
     }
 
     /// Clears the trigger (a new turn).

@@ -13,5 +13,8 @@ mod registry;
 
 pub use context::{AlreadyOpen, ToolContext};
 pub use interrupt::Interrupt;
-pub use op::{Answer, CallStarter, DriverCall, EventSink, Next, OpHandle, OpShared};
+pub use op::{
+    Answer, CallStarter, DriverCall, EventSink, Next, OpHandle, OpShared, WaitThrough,
+    waiting_through,
+};
 pub use registry::SharedRegistry;

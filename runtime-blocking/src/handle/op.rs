@@ -26,6 +26,7 @@ use connop_core::time::Timestamp;
 use connop_core::tool::ToolResult;
 use connop_core::tool_gateway::{CallId, GatewayCall, GatewayError, GatewayReply};
 use event_listener::{Event as Signal, Listener};
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::Waker;
@@ -48,6 +49,33 @@ pub type DriverCall = (CallId, GatewayCall);
 pub trait CallStarter: Send + Sync {
     /// Starts `call`; its answer goes back to `op`.
     fn start(&self, op: &OpHandle, id: CallId, call: GatewayCall);
+}
+
+/// How a thread waits for another thread's pump: given the wait, it runs it.
+pub type WaitThrough = fn(&mut (dyn FnMut() + Send));
+
+thread_local! {
+    /// This thread's [`WaitThrough`], set for the span of [`waiting_through`].
+    static WAIT_THROUGH: Cell<Option<WaitThrough>> = const { Cell::new(None) };
+}
+
+/// Runs `inputs` (calls on operation handles) so that, should one of them wait for another
+/// thread's pump, the wait runs through `through`.
+///
+/// For a host whose callers hold a lock the pump's callbacks also take, like Python's GIL
+/// (the card and update callbacks run Python). Such a caller keeps its lock for the input
+/// and for the effects it runs itself, and lets it go only to wait: so the code it runs
+/// right after the input still runs before a driver that the input woke takes the lock,
+/// as in a single-lock host; and it never deadlocks with a pump on another thread.
+pub fn waiting_through<R>(through: WaitThrough, inputs: impl FnOnce() -> R) -> R {
+    struct Restore(Option<WaitThrough>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            WAIT_THROUGH.set(self.0);
+        }
+    }
+    let _restore = Restore(WAIT_THROUGH.replace(Some(through)));
+    inputs()
 }
 
 /// The process's registry of open operations, as the handle stores itself in it.
@@ -476,7 +504,16 @@ impl OpHandle {
                         listener = self.0.progress.listen();
                         state.waiting += 1;
                         drop(state);
-                        listener.wait();
+                        let mut listener = Some(listener);
+                        let mut wait = || {
+                            if let Some(listener) = listener.take() {
+                                listener.wait();
+                            }
+                        };
+                        match WAIT_THROUGH.get() {
+                            Some(through) => through(&mut wait),
+                            None => wait(),
+                        }
                         self.lock().waiting -= 1;
                         continue;
                     }

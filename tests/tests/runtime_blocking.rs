@@ -211,10 +211,11 @@ fn an_input_that_waits_for_another_threads_pump_waits_through_the_hosts_hook() {
         assert!(other.join().unwrap(), "A's settle, fed first, won");
         assert!(!won);
     });
-    assert_eq!(
-        WAITS.load(SeqCst),
-        1,
-        "this thread waited once, through the hook"
+    // At least once: the pump signals progress after each effect, and a waiter whose own
+    // effects have not run yet waits again.
+    assert!(
+        WAITS.load(SeqCst) >= 1,
+        "this thread waited, through the hook"
     );
     assert!(!gave_up.load(SeqCst), "the hook freed A's callback");
     assert!(op.is_settled());

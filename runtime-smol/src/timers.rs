@@ -32,8 +32,27 @@ pub(crate) const GRACE: Duration = Duration::from_millis(2);
 /// it earlier.
 #[derive(Default)]
 pub(crate) struct Alarm {
-    /// The latest instant filed and not known to have fired, with the waker filed under it.
-    armed: Option<(Instant, Waker)>,
+    /// The latest instant filed and not known to have fired, with the identity of the waker
+    /// filed under it. The slot holds the waker itself (so the task it wakes stays allocated
+    /// while filed, and the identity cannot be reused); a second clone kept here would cost
+    /// two more atomic writes on the task per tick.
+    armed: Option<(Instant, WakerId)>,
+}
+
+/// Which waker: what [`Waker::will_wake`] compares.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct WakerId {
+    data: usize,
+    vtable: usize,
+}
+
+impl WakerId {
+    fn of(waker: &Waker) -> Self {
+        WakerId {
+            data: waker.data() as usize,
+            vtable: std::ptr::from_ref(waker.vtable()) as usize,
+        }
+    }
 }
 
 impl Alarm {
@@ -44,25 +63,27 @@ impl Alarm {
     /// Wakes `waker` at `at` (or a little after, never before).
     pub(crate) fn wake_at(&mut self, at: Instant, waker: &Waker) {
         if let Some((filed, old)) = self.armed.take() {
-            if filed == at && old.will_wake(waker) {
+            if filed == at && old == WakerId::of(waker) {
                 self.armed = Some((filed, old));
                 return;
             }
             // Filed later than the new one: take it back now. One filed earlier fires
             // soon (a spurious wake-up the driver ignores) and holds the task only until then.
             if filed > at {
-                unfile(filed, &old);
+                unfile(filed, old);
             }
         }
-        file(at, waker.clone());
-        self.armed = Some((at, waker.clone()));
+        let filed = waker.clone();
+        let id = WakerId::of(&filed);
+        file(at, filed);
+        self.armed = Some((at, id));
     }
 }
 
 impl Drop for Alarm {
     fn drop(&mut self) {
-        if let Some((at, waker)) = self.armed.take() {
-            unfile(at, &waker);
+        if let Some((at, id)) = self.armed.take() {
+            unfile(at, id);
         }
     }
 }
@@ -129,15 +150,16 @@ fn keep_spare(spare: &mut Vec<Filed>, filed: Filed) {
     }
 }
 
-/// Takes back `waker`'s filing under `at`, if that slot has not come due yet.
-fn unfile(at: Instant, waker: &Waker) {
+/// Takes back the filing of the waker `id` names under `at`, if that slot has not come due
+/// yet.
+fn unfile(at: Instant, id: WakerId) {
     let Some(timers) = TIMERS.get() else { return };
     let taken = {
         let mut slots = lock(timers);
         let Some(filed) = slots.due.get_mut(&at) else {
             return;
         };
-        let Some(i) = filed.iter().position(|w| w.will_wake(waker)) else {
+        let Some(i) = filed.iter().position(|w| WakerId::of(w) == id) else {
             return;
         };
         let taken = filed.swap_remove(i);
@@ -442,8 +464,8 @@ mod tests {
         drop(waker);
         assert_eq!(
             Arc::strong_count(&tell),
-            3,
-            "the slot and the guard hold the waker while the driver lives"
+            2,
+            "the slot holds the waker while the driver lives (the guard only its identity)"
         );
         drop(alarm);
         assert_eq!(

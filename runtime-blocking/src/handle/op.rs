@@ -428,11 +428,13 @@ impl OpHandle {
                 debug_assert!(fed.is_ok(), "a reply of the wrong kind: {fed:?}");
                 state.drain_to_driver(driver_calls, calls);
             }
+            // The next wake-up, while known: asked again (on the sleeping path only) after
+            // a timeout fired, since a step that hands out calls comes straight back.
             let mut wake = state.flow.poll_timeout();
             if wake.is_some_and(|wake| wake.at <= now) {
                 state.flow.handle_timeout(now);
                 state.drain_to_driver(driver_calls, calls);
-                wake = state.flow.poll_timeout();
+                wake = None;
             }
             if !state.for_driver.is_empty() {
                 calls.append(&mut state.for_driver);
@@ -464,7 +466,10 @@ impl OpHandle {
             if state.executed == state.fed || state.pump.is_some() {
                 // Nothing to run, or another thread runs it and wakes us when done.
                 state.settle_queue(driver_calls);
-                return Next::Sleep(state.park(clock, waker, wake.map(|wake| wake.at)));
+                let until = wake
+                    .or_else(|| state.flow.poll_timeout())
+                    .map(|wake| wake.at);
+                return Next::Sleep(state.park(clock, waker, until));
             }
             // Read only here: a steady tick never pumps.
             state.pump = Some(std::thread::current().id());

@@ -33,9 +33,10 @@ pub(crate) const GRACE: Duration = Duration::from_millis(2);
 #[derive(Default)]
 pub(crate) struct Alarm {
     /// The latest instant filed and not known to have fired, with the identity of the waker
-    /// filed under it. The slot holds the waker itself (so the task it wakes stays allocated
-    /// while filed, and the identity cannot be reused); a second clone kept here would cost
-    /// two more atomic writes on the task per tick.
+    /// filed under it (a clone kept here too would cost two more atomic writes on the task per
+    /// tick). The identity stays unique while it matters: while filed, the slot's clone keeps
+    /// that waker's data allocated; after, it names the waker of the task this alarm lives
+    /// in, which an executor keeps allocated as long as the task, so no other waker takes it.
     armed: Option<(Instant, WakerId)>,
 }
 

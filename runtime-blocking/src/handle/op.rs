@@ -428,8 +428,8 @@ impl OpHandle {
                 debug_assert!(fed.is_ok(), "a reply of the wrong kind: {fed:?}");
                 state.drain_to_driver(driver_calls, calls);
             }
-            // The next wake-up, while known: asked again (on the sleeping path only) after
-            // a timeout fired, since a step that hands out calls comes straight back.
+            // The next wake-up. A fired timeout moves it; it is then asked again only if this
+            // step goes to sleep (one that hands out calls comes straight back).
             let mut wake = state.flow.poll_timeout();
             if wake.is_some_and(|wake| wake.at <= now) {
                 state.flow.handle_timeout(now);

@@ -106,7 +106,11 @@ pub(crate) struct OpEnv {
 }
 
 struct State {
+    /// Changed only through [`State::feed`], which forgets `wake`.
     flow: Flow,
+    /// The flow's next wake-up as last asked, while no input has reached the flow since: a
+    /// parked tick asks once (to sleep), not again when it wakes to see what is due.
+    wake: AskedWake,
     /// Effects drained from the flow and not yet taken by the pump, in order.
     queue: VecDeque<Effect>,
     /// Effects drained from the flow so far; an input's effects are done once `executed`
@@ -129,6 +133,20 @@ struct State {
 }
 
 impl State {
+    /// Feeds the flow one input (the only way this handle changes it).
+    fn feed<R>(&mut self, input: impl FnOnce(&mut Flow) -> R) -> R {
+        self.wake = AskedWake::UNKNOWN;
+        input(&mut self.flow)
+    }
+
+    /// When the flow next needs a timeout input: asked again only after an input.
+    fn next_wake(&mut self) -> Option<Timestamp> {
+        if self.wake == AskedWake::UNKNOWN {
+            self.wake = AskedWake::of(self.flow.poll_timeout().map(|wake| wake.at));
+        }
+        self.wake.get()
+    }
+
     /// The drain rule: after every input, every effect it caused leaves the flow, in order.
     fn drain(&mut self) {
         while let Some(effect) = self.flow.poll_effect() {
@@ -199,6 +217,29 @@ impl State {
     }
 }
 
+/// A next wake-up as asked of the flow, in one word (an `Option<Option<Timestamp>>` takes
+/// two): a parked operation's state, which its tick reads from memory gone cold, grows by
+/// no more than the answer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct AskedWake(u64);
+
+impl AskedWake {
+    /// Not asked since the last input.
+    const UNKNOWN: AskedWake = AskedWake(u64::MAX - 1);
+    /// Asked: no wake-up.
+    const NONE: AskedWake = AskedWake(u64::MAX);
+
+    /// A wake-up at either reserved value (the year 2554) is kept as none, or asked again:
+    /// neither changes what the driver does.
+    fn of(at: Option<Timestamp>) -> Self {
+        at.map_or(AskedWake::NONE, |at| AskedWake(at.as_nanos()))
+    }
+
+    fn get(self) -> Option<Timestamp> {
+        (self != AskedWake::NONE).then(|| Timestamp::from_nanos(self.0))
+    }
+}
+
 /// The shared part of one operation.
 pub struct OpShared {
     state: Mutex<State>,
@@ -251,6 +292,7 @@ impl OpHandle {
         let op_id = flow.operation().map(|op| op.op_id());
         let mut state = State {
             flow,
+            wake: AskedWake::UNKNOWN,
             queue: VecDeque::new(),
             fed: 0,
             executed: 0,
@@ -384,7 +426,7 @@ impl OpHandle {
         let (answer, mark, waker) = {
             let mut state = self.lock();
             let now = self.0.env.clock.now();
-            let answer = input(&mut state.flow, now);
+            let answer = state.feed(|flow| input(flow, now));
             state.drain();
             // Nothing to run: wake the driver from this same lock (the input may have moved
             // the next wake-up). Otherwise the pump wakes it once the effects ran.
@@ -424,17 +466,14 @@ impl OpHandle {
             state.waker = None;
             let now = clock.now();
             for (id, answer) in answers.drain(..) {
-                let fed = state.flow.handle_gateway(id, answer, now);
+                let fed = state.feed(|flow| flow.handle_gateway(id, answer, now));
                 debug_assert!(fed.is_ok(), "a reply of the wrong kind: {fed:?}");
                 state.drain_to_driver(driver_calls, calls);
             }
-            // The next wake-up. A fired timeout moves it; it is then asked again only if this
-            // step goes to sleep (one that hands out calls comes straight back).
-            let mut wake = state.flow.poll_timeout();
-            if wake.is_some_and(|wake| wake.at <= now) {
-                state.flow.handle_timeout(now);
+            // The wake-up it slept for, unless an input moved it since.
+            if state.next_wake().is_some_and(|at| at <= now) {
+                state.feed(|flow| flow.handle_timeout(now));
                 state.drain_to_driver(driver_calls, calls);
-                wake = None;
             }
             if !state.for_driver.is_empty() {
                 calls.append(&mut state.for_driver);
@@ -466,9 +505,7 @@ impl OpHandle {
             if state.executed == state.fed || state.pump.is_some() {
                 // Nothing to run, or another thread runs it and wakes us when done.
                 state.settle_queue(driver_calls);
-                let until = wake
-                    .or_else(|| state.flow.poll_timeout())
-                    .map(|wake| wake.at);
+                let until = state.next_wake();
                 return Next::Sleep(state.park(clock, waker, until));
             }
             // Read only here: a steady tick never pumps.
@@ -584,7 +621,7 @@ impl OpHandle {
                 let answer = lock(&env.registry).open(key, self.clone());
                 let mut state = self.lock();
                 let now = env.clock.now();
-                state.flow.handle_registered(answer, now);
+                state.feed(|flow| flow.handle_registered(answer, now));
                 state.drain();
             }
             Effect::Call { id, call } => match &env.calls {

@@ -220,3 +220,97 @@ fn an_input_that_waits_for_another_threads_pump_waits_through_the_hosts_hook() {
     assert!(!gave_up.load(SeqCst), "the hook freed A's callback");
     assert!(op.is_settled());
 }
+
+#[test]
+fn a_driver_returns_only_after_the_caller_whose_settle_it_waited_for_is_back() {
+    // A host whose callers hold a lock (Python's GIL) lets it go only to wait for another
+    // thread's pump, and takes it back before its next line. Thread P's move is pumping (its
+    // update callback holds it) when this thread's move settles the operation, so this thread
+    // waits for P's pump to run its effects. The driver must not return before this thread is
+    // back from that wait: in such a host the driver's caller would take the lock first, and
+    // the answering thread's next line would run after the waiting call returned. The hook
+    // holds this thread "on its way back" until the driver returns or 1 s passed.
+    use connop_blocking::OpHandle;
+    use connop_blocking::handle::waiting_through;
+    use connop_core::contract::{Actor, TargetAction, TargetState};
+    use connop_core::operation::{Patch, Target};
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::sync::mpsc::{Receiver, Sender};
+    use std::sync::{Mutex, OnceLock};
+
+    static OP: OnceLock<OpHandle> = OnceLock::new();
+    static WAITING: Mutex<Option<Sender<()>>> = Mutex::new(None);
+    static RETURNED: Mutex<Option<Receiver<()>>> = Mutex::new(None);
+    static RETURNED_FIRST: AtomicBool = AtomicBool::new(false);
+    fn through(wait: &mut (dyn FnMut() + Send)) {
+        if let Some(waiting) = WAITING.lock().unwrap().take() {
+            waiting.send(()).unwrap();
+        }
+        wait();
+        // Back from a wait for the pump that runs this thread's settle (this thread is held
+        // here while that pump runs on): the driver must wait for it.
+        if OP.get().is_some_and(|op| op.is_settled()) {
+            let returned = RETURNED.lock().unwrap();
+            let returned = returned.as_ref().expect("the driver runs");
+            if returned.recv_timeout(Duration::from_secs(1)).is_ok() {
+                RETURNED_FIRST.store(true, SeqCst);
+            }
+        }
+    }
+
+    let (waiting_tx, waiting) = channel();
+    *WAITING.lock().unwrap() = Some(waiting_tx);
+    let waiting = Mutex::new(waiting);
+    let (entered_tx, entered) = channel();
+    let entered_tx = Mutex::new(entered_tx);
+    let armed = Arc::new(AtomicBool::new(false));
+    let gave_up = Arc::new(AtomicBool::new(false));
+    let mut ctx: ToolContext<()> =
+        ToolContext::new(SharedRegistry::new("/test/.connop"), "s1", Arc::new(()));
+    ctx.events = Some(Arc::new({
+        let (armed, gave_up) = (armed.clone(), gave_up.clone());
+        move |event: &Event| {
+            if matches!(event, Event::Update(_)) && armed.swap(false, SeqCst) {
+                entered_tx.lock().unwrap().send(()).unwrap();
+                let waited = waiting
+                    .lock()
+                    .unwrap()
+                    .recv_timeout(Duration::from_secs(10));
+                gave_up.store(waited.is_err(), SeqCst);
+            }
+        }
+    }));
+    let targets = ["gmail", "notion"].map(|name| Target::connector(name, TargetAction::Connect));
+    let op = OP.get_or_init(|| ctx.open(targets.to_vec()).expect("opens"));
+    let skip = |name: &str| {
+        op.transition(name, TargetState::Skipped, Actor::User, Patch::default())
+            .expect("a legal move")
+    };
+
+    let (returned_tx, returned) = channel();
+    *RETURNED.lock().unwrap() = Some(returned);
+    armed.store(true, SeqCst);
+    std::thread::scope(|scope| {
+        let driver = scope.spawn(move || {
+            let result = connop_blocking::driver::run_to_end(op);
+            returned_tx.send(()).unwrap();
+            result
+        });
+        let pump = scope.spawn(|| skip("gmail"));
+        entered
+            .recv_timeout(Duration::from_secs(10))
+            .expect("P's callback runs: P's pump is the one running");
+        waiting_through(through, || skip("notion"));
+        pump.join().unwrap();
+        let result = driver.join().unwrap().to_value();
+        assert_eq!(result["settled_by"], "all_resolved");
+    });
+    assert!(
+        !gave_up.load(SeqCst),
+        "this thread waited for P's pump, through the hook"
+    );
+    assert!(
+        !RETURNED_FIRST.load(SeqCst),
+        "the driver returned while the caller whose settle it waited for was still away"
+    );
+}

@@ -55,12 +55,27 @@ def test_the_gil_is_released_while_waiting_so_another_python_thread_answers_the_
     assert len(ticks) > 20, "the other Python thread ran while the call waited"
 
 
-def test_the_thread_whose_answer_settles_runs_its_next_line_before_the_waiting_call_returns(registry):
+@pytest.fixture
+def long_switch_interval():
+    """CPython hands the GIL to a thread that waited 5 ms for it even while the holder is in
+    the middle of its code: a holder the OS preempts for that long (a busy machine) loses it
+    in pure Python too. A 1 s interval takes that time-slicing out, so what is tested is only
+    whether connop's own calls let the GIL go (a free GIL is taken at once)."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1.0)
+    yield
+    sys.setswitchinterval(before)
+
+
+def test_the_thread_whose_answer_settles_runs_its_next_line_before_the_waiting_call_returns(
+    registry, long_switch_interval
+):
     """A card answer from another thread settles the operation and wakes the waiting call; the
     answering thread's next line still runs first, as it would were the operation Python code:
-    the answer keeps the GIL, so the woken caller waits for it. Which thread runs Python first
-    is a race the GIL decides, so it is run many times; on a busy machine an answer that let the
-    GIL go lost it in about one run of four."""
+    the answer keeps the GIL (and, when another thread's pump runs its effects, the waiting call
+    returns only after the answering thread has it back), so the woken caller waits for it.
+    Which thread runs Python first is a race, so it is run many times; on a busy machine an
+    answer that let the GIL go lost it in about one run of four."""
     for round in range(200):
         after = threading.Event()
 

@@ -497,7 +497,10 @@ impl OpHandle {
                 state.settle_queue(driver_calls);
                 return Next::Start;
             }
-            if state.is_finished() {
+            // A caller still on its way back from waiting for a pump (to its host's lock, as
+            // Python's GIL) wakes the driver when it is back: the code it runs right after its
+            // input must run before the driver's caller does, as in a single-lock host.
+            if state.is_finished() && state.waiting == 0 {
                 drop(state);
                 clock.finished(waker);
                 return Next::Finished;
@@ -556,7 +559,16 @@ impl OpHandle {
                             Some(through) => through(&mut wait),
                             None => wait(),
                         }
-                        self.lock().waiting -= 1;
+                        let waker = {
+                            let mut state = self.lock();
+                            state.waiting -= 1;
+                            // The last caller back lets a finished driver return (see `step`).
+                            let last = state.waiting == 0 && state.is_finished();
+                            if last { state.waker.take() } else { None }
+                        };
+                        if let Some(waker) = waker {
+                            waker.wake();
+                        }
                         continue;
                     }
                 }

@@ -4,7 +4,7 @@
 //! unparks it) or until the next wake-up, one re-armable deadline, never sliced.
 
 use crate::calls::WorkerCalls;
-use crate::handle::{CallStarter, Next, OpHandle, ToolContext};
+use crate::handle::{CallStarter, Next, OpHandle, Started, ToolContext};
 use connop_core::tool::ToolResult;
 use connop_core::tool_gateway::BlockingToolGateway;
 use serde_json::Value;
@@ -61,11 +61,14 @@ impl Wake for Unpark {
 fn run(op: &OpHandle) {
     let waker = thread_waker();
     let (mut answers, mut calls) = (Vec::new(), Vec::new());
+    // This driver's calls go to a starter: none come out of its steps.
+    let mut start = |calls: &mut Vec<_>, _: &mut Vec<_>| {
+        debug_assert!(calls.is_empty(), "calls for a blocking driver");
+        Started::AtOnce
+    };
     loop {
-        match op.step(&mut answers, &mut calls, &waker) {
+        match op.step(&mut answers, &mut calls, &mut start, &waker) {
             Next::Finished => return,
-            // This driver's calls go to a starter: none come out of its steps.
-            Next::Start => debug_assert!(calls.is_empty(), "calls for a blocking driver"),
             Next::Sleep(Some(at)) => {
                 std::thread::park_timeout(at.saturating_duration_since(Instant::now()))
             }

@@ -27,5 +27,5 @@ pub use clock::{Clock, SystemClock};
 pub use driver::{manage_connections, run_to_end};
 pub use handle::{
     AlreadyOpen, Answer, CallStarter, DriverCall, EventSink, Interrupt, Next, OpHandle,
-    SharedRegistry, ToolContext,
+    SharedRegistry, StartCalls, Started, ToolContext,
 };

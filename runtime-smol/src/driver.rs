@@ -3,7 +3,7 @@
 //! for every operation due in the same slot); any input from another thread or task wakes it
 //! through the waker [`OpHandle::step`] registered (no allocation per wait).
 
-use connop_blocking::{Answer, DriverCall, Next, OpHandle, ToolContext};
+use connop_blocking::{Answer, DriverCall, Next, OpHandle, Started, ToolContext};
 use connop_core::tool::ToolResult;
 use connop_core::tool_gateway::{AsyncToolGateway, CallId, GatewayFuture};
 use futures_lite::future::poll_fn;
@@ -72,7 +72,7 @@ fn poll_step(
     calls: &mut Vec<DriverCall>,
     alarm: &mut crate::timers::Alarm,
 ) -> Poll<()> {
-    loop {
+    if !in_flight.is_empty() {
         in_flight.retain_mut(|(id, call)| match Pin::new(call).poll(cx) {
             Poll::Ready(answer) => {
                 answers.push((*id, answer));
@@ -80,39 +80,49 @@ fn poll_step(
             }
             Poll::Pending => true,
         });
-        match op.step(answers, calls, cx.waker()) {
-            Next::Finished => return Poll::Ready(()),
-            Next::Start => start(gateway, calls, answers, in_flight),
-            Next::Sleep(at) => {
-                if !calls.is_empty() {
-                    // Handed over by another thread's pump.
-                    start(gateway, calls, answers, in_flight);
-                    continue;
-                }
-                if let Some(at) = at {
-                    // Already past (the step just fired what was due at its own now):
-                    // the timers wake us at once.
-                    alarm.wake_at(at, cx.waker());
-                }
-                return Poll::Pending;
+    }
+    let waker = cx.waker();
+    let mut start = |calls: &mut Vec<DriverCall>, answers: &mut Vec<Answer>| {
+        start(
+            gateway,
+            &mut Context::from_waker(waker),
+            calls,
+            answers,
+            in_flight,
+        )
+    };
+    match op.step(answers, calls, &mut start, waker) {
+        Next::Finished => Poll::Ready(()),
+        Next::Sleep(at) => {
+            if let Some(at) = at {
+                // Already past (the step just fired what was due at its own now): the
+                // timers wake us at once.
+                alarm.wake_at(at, waker);
             }
+            Poll::Pending
         }
     }
 }
 
-/// Starts `calls`: an answer known at once joins `answers`, the others `in_flight`.
+/// Starts `calls`, each polled once: an answer known at once joins `answers`, the others
+/// `in_flight` (their wakers registered).
 fn start(
     gateway: &Arc<dyn AsyncToolGateway>,
+    cx: &mut Context<'_>,
     calls: &mut Vec<DriverCall>,
     answers: &mut Vec<Answer>,
     in_flight: &mut Vec<(CallId, GatewayFuture)>,
-) {
+) -> Started {
     for (id, call) in calls.drain(..) {
         match gateway.call(call) {
             GatewayFuture::Ready(Some(answer)) => answers.push((id, answer)),
-            pending => in_flight.push((id, pending)),
+            mut pending => match Pin::new(&mut pending).poll(cx) {
+                Poll::Ready(answer) => answers.push((id, answer)),
+                Poll::Pending => in_flight.push((id, pending)),
+            },
         }
     }
+    Started::AtOnce
 }
 
 /// Runs one `manage_connections` tool call as a future and returns its result. On the card

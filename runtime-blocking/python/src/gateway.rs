@@ -4,7 +4,7 @@
 use crate::convert::from_py;
 use crate::errors::GatewayClientError;
 use connop_blocking::http::HttpToolGateway;
-use connop_blocking::{Answer, CallQueue, DriverCall, OnAnswer, OpHandle};
+use connop_blocking::{Answer, CallQueue, DriverCall, OnAnswer, OpHandle, Started};
 use connop_core::flow::CallPurpose;
 use connop_core::tool_gateway::{
     Account, BlockingToolGateway, ConnectorRow, GatewayCall, GatewayError, GatewayReply, MintRow,
@@ -272,22 +272,34 @@ impl PyCalls {
         }
     }
 
-    /// Starts the calls a step handed out: an answer known at once joins `answers`.
-    pub fn start(&self, op: &OpHandle, calls: &mut Vec<DriverCall>, answers: &mut Vec<Answer>) {
+    /// Starts the calls a step handed out: an answer run here (Python code, taking its time)
+    /// joins `answers`.
+    pub fn start(
+        &self,
+        op: &OpHandle,
+        calls: &mut Vec<DriverCall>,
+        answers: &mut Vec<Answer>,
+    ) -> Started {
+        let mut started = Started::AtOnce;
         for (id, call) in calls.drain(..) {
             if let (Some(hosted), GatewayCall::List { .. }) = (&self.hosted_names, &call) {
                 if op.call_purpose(id) == Some(CallPurpose::MisrouteList) {
                     let rows = Python::try_attach(|py| hosted_rows(py, hosted))
                         .unwrap_or_else(|| Err(shutting_down()));
                     answers.push((id, rows));
+                    started = Started::AfterWaiting;
                     continue;
                 }
             }
             match &self.pool {
                 Some(pool) => pool.start(op, id, call),
-                None => answers.push((id, self.gateway.call(&call))),
+                None => {
+                    answers.push((id, self.gateway.call(&call)));
+                    started = Started::AfterWaiting;
+                }
             }
         }
+        started
     }
 
     /// Moves the answers the pool delivered since into `answers`.

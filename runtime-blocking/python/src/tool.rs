@@ -161,20 +161,12 @@ fn drive(op: &OpHandle, calls: &PyCalls, main: bool) -> Option<PyErr> {
     let mut signal = None;
     loop {
         calls.collect(&mut answers);
-        let until = match op.step(&mut answers, &mut started, &waker) {
+        let mut start = |started: &mut Vec<_>, answers: &mut Vec<_>| {
+            calls.start(op, started, answers)
+        };
+        let until = match op.step(&mut answers, &mut started, &mut start, &waker) {
             Next::Finished => return signal,
-            Next::Start => {
-                calls.start(op, &mut started, &mut answers);
-                continue;
-            }
-            Next::Sleep(until) => {
-                if !started.is_empty() {
-                    // Handed over by another thread's pump.
-                    calls.start(op, &mut started, &mut answers);
-                    continue;
-                }
-                until
-            }
+            Next::Sleep(until) => until,
         };
         let left = until.map(|at| at.saturating_duration_since(Instant::now()));
         if !main || signal.is_some() {

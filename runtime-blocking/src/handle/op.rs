@@ -255,12 +255,24 @@ pub struct OpShared {
 pub enum Next {
     /// The tool call returned; nothing is left to run.
     Finished,
-    /// Start the calls this step handed out, then step again (the waker is not registered:
-    /// the driver comes straight back).
-    Start,
     /// Sleep until the waker is woken, or until this instant of the monotonic clock.
     Sleep(Option<Instant>),
 }
+
+/// How the answers a driver's start gave came ([`OpHandle::step`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Started {
+    /// Known at once (an in-process gateway, a ready future), or none: the step feeds them at
+    /// the instant it read, not reading the clock again.
+    AtOnce,
+    /// Some took time (a call run on this thread): the step reads the clock again.
+    AfterWaiting,
+}
+
+/// How a driver starts the calls its step hands out: drains `calls`, puts the answers known at
+/// once in `answers`, and says how they came. It runs outside the operation's lock (a call
+/// may reach the operation), within [`OpHandle::step`].
+pub type StartCalls<'a> = dyn FnMut(&mut Vec<DriverCall>, &mut Vec<Answer>) -> Started + 'a;
 
 /// A cloneable, thread-safe handle on a running operation: the SPEC §11 operation handle.
 #[derive(Clone)]
@@ -448,23 +460,25 @@ impl OpHandle {
 
     /// The driver's one question: at the clock's now, feed `answers` (drained), fire the
     /// timers that are due, run the effects that caused, and say what next. Calls the driver
-    /// starts itself (an operation started without a [`CallStarter`]) are appended to
-    /// `calls`. A driver that sleeps registers `waker` here: any later input wakes it.
+    /// starts itself (an operation started without a [`CallStarter`]) go to `start`, through
+    /// `calls`, and the answers it knows at once are fed in this same step: a parked tick
+    /// whose reads answer at once is one step, one clock read. A driver that sleeps registers
+    /// `waker` here: any later input wakes it.
     pub fn step(
         &self,
         answers: &mut Vec<Answer>,
         calls: &mut Vec<DriverCall>,
+        start: &mut StartCalls<'_>,
         waker: &Waker,
     ) -> Next {
         let env = &self.0.env;
         let clock = &*env.clock;
         let driver_calls = env.calls.is_none();
-        let handed = calls.len();
+        let mut now = clock.now();
         loop {
             let mut state = self.lock();
             // Running: the driver's own changes need no wake-up.
             state.waker = None;
-            let now = clock.now();
             for (id, answer) in answers.drain(..) {
                 let fed = state.feed(|flow| flow.handle_gateway(id, answer, now));
                 debug_assert!(fed.is_ok(), "a reply of the wrong kind: {fed:?}");
@@ -492,20 +506,28 @@ impl OpHandle {
                     }
                 }
             }
-            if calls.len() > handed && state.executed == state.fed && state.pump.is_none() {
-                // Calls first: their answers (often ready at once) bring the driver back.
-                state.settle_queue(driver_calls);
-                return Next::Start;
-            }
+            let ran_all = state.executed == state.fed;
+            // Calls first (nothing queued before them): their answers, often known at once,
+            // are fed on the next turn of this loop.
+            let start_now = !calls.is_empty() && ran_all && state.pump.is_none();
             // A caller still on its way back from waiting for a pump (to its host's lock, as
             // Python's GIL) wakes the driver when it is back: the code it runs right after its
             // input must run before the driver's caller does, as in a single-lock host.
-            if state.is_finished() && state.waiting == 0 {
+            if !start_now && state.is_finished() && state.waiting == 0 {
                 drop(state);
                 clock.finished(waker);
                 return Next::Finished;
             }
-            if state.executed == state.fed || state.pump.is_some() {
+            if start_now || ((ran_all || state.pump.is_some()) && !calls.is_empty()) {
+                // Calls handed over by another thread's pump, which runs the rest, start too.
+                state.settle_queue(driver_calls);
+                drop(state);
+                if start(calls, answers) == Started::AfterWaiting {
+                    now = clock.now();
+                }
+                continue;
+            }
+            if ran_all || state.pump.is_some() {
                 // Nothing to run, or another thread runs it and wakes us when done.
                 state.settle_queue(driver_calls);
                 let until = state.next_wake();
@@ -515,6 +537,7 @@ impl OpHandle {
             state.pump = Some(std::thread::current().id());
             drop(state);
             self.run_pump();
+            now = clock.now();
         }
     }
 

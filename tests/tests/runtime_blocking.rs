@@ -149,6 +149,56 @@ fn operations_share_the_call_threads_instead_of_starting_one_each() {
     );
 }
 
+/// An operation opened with two targets (gmail, notion) whose event sink holds the pump in the
+/// first update frame after `armed` is set: it says so on `entered`, then waits for `release`
+/// (at most 10 s; `gave_up` says it timed out).
+struct HeldUpdate {
+    ctx: ToolContext<()>,
+    armed: Arc<std::sync::atomic::AtomicBool>,
+    gave_up: Arc<std::sync::atomic::AtomicBool>,
+    entered: std::sync::mpsc::Receiver<()>,
+}
+
+impl HeldUpdate {
+    fn new(release: std::sync::mpsc::Receiver<()>) -> Self {
+        use std::sync::Mutex;
+        use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+        let (entered_tx, entered) = channel();
+        let (entered_tx, release) = (Mutex::new(entered_tx), Mutex::new(release));
+        let armed = Arc::new(AtomicBool::new(false));
+        let gave_up = Arc::new(AtomicBool::new(false));
+        let mut ctx: ToolContext<()> =
+            ToolContext::new(SharedRegistry::new("/test/.connop"), "s1", Arc::new(()));
+        ctx.events = Some(Arc::new({
+            let (armed, gave_up) = (armed.clone(), gave_up.clone());
+            move |event: &Event| {
+                if matches!(event, Event::Update(_)) && armed.swap(false, SeqCst) {
+                    entered_tx.lock().unwrap().send(()).unwrap();
+                    let released = release
+                        .lock()
+                        .unwrap()
+                        .recv_timeout(Duration::from_secs(10));
+                    gave_up.store(released.is_err(), SeqCst);
+                }
+            }
+        }));
+        HeldUpdate {
+            ctx,
+            armed,
+            gave_up,
+            entered,
+        }
+    }
+
+    fn open(&self) -> connop_blocking::OpHandle {
+        use connop_core::contract::TargetAction;
+        use connop_core::operation::Target;
+        let targets =
+            ["gmail", "notion"].map(|name| Target::connector(name, TargetAction::Connect));
+        self.ctx.open(targets.to_vec()).expect("opens")
+    }
+}
+
 #[test]
 fn an_input_that_waits_for_another_threads_pump_waits_through_the_hosts_hook() {
     // A host whose callers hold a lock the callbacks also take (Python's GIL) lets it go
@@ -156,10 +206,10 @@ fn an_input_that_waits_for_another_threads_pump_waits_through_the_hosts_hook() {
     // blocks until the hook runs; this thread's move must wait for A's pump and must do so
     // through the hook. Waiting any other way, the callback would give up after 10 s.
     use connop_blocking::handle::waiting_through;
-    use connop_core::contract::{Actor, SettleReason, TargetAction, TargetState};
-    use connop_core::operation::{Patch, Target};
+    use connop_core::contract::{Actor, SettleReason, TargetState};
+    use connop_core::operation::Patch;
     use std::sync::Mutex;
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 
     static WAITS: AtomicUsize = AtomicUsize::new(0);
     static LOCK_FREE: Mutex<Option<std::sync::mpsc::Sender<()>>> = Mutex::new(None);
@@ -171,27 +221,11 @@ fn an_input_that_waits_for_another_threads_pump_waits_through_the_hosts_hook() {
         wait();
     }
 
-    let (entered_tx, entered) = channel();
     let (free_tx, free) = channel::<()>();
     *LOCK_FREE.lock().unwrap() = Some(free_tx);
-    let free = Mutex::new(free);
-    let armed = Arc::new(AtomicBool::new(false));
-    let gave_up = Arc::new(AtomicBool::new(false));
-    let mut ctx: ToolContext<()> =
-        ToolContext::new(SharedRegistry::new("/test/.connop"), "s1", Arc::new(()));
-    ctx.events = Some(Arc::new({
-        let (armed, gave_up) = (armed.clone(), gave_up.clone());
-        let entered_tx = Mutex::new(entered_tx);
-        move |event: &Event| {
-            if matches!(event, Event::Update(_)) && armed.swap(false, SeqCst) {
-                entered_tx.lock().unwrap().send(()).unwrap();
-                let freed = free.lock().unwrap().recv_timeout(Duration::from_secs(10));
-                gave_up.store(freed.is_err(), SeqCst);
-            }
-        }
-    }));
-    let targets = ["gmail", "notion"].map(|name| Target::connector(name, TargetAction::Connect));
-    let op = ctx.open(targets.to_vec()).expect("opens");
+    let held = HeldUpdate::new(free);
+    let (armed, gave_up, entered) = (&held.armed, &held.gave_up, &held.entered);
+    let op = held.open();
     let skip = |name: &str| {
         op.transition(name, TargetState::Skipped, Actor::User, Patch::default())
             .expect("a legal move")
@@ -232,8 +266,8 @@ fn a_driver_returns_only_after_the_caller_whose_settle_it_waited_for_is_back() {
     // holds this thread "on its way back" until the driver returns or 1 s passed.
     use connop_blocking::OpHandle;
     use connop_blocking::handle::waiting_through;
-    use connop_core::contract::{Actor, TargetAction, TargetState};
-    use connop_core::operation::{Patch, Target};
+    use connop_core::contract::{Actor, TargetState};
+    use connop_core::operation::Patch;
     use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
     use std::sync::mpsc::{Receiver, Sender};
     use std::sync::{Mutex, OnceLock};
@@ -260,28 +294,9 @@ fn a_driver_returns_only_after_the_caller_whose_settle_it_waited_for_is_back() {
 
     let (waiting_tx, waiting) = channel();
     *WAITING.lock().unwrap() = Some(waiting_tx);
-    let waiting = Mutex::new(waiting);
-    let (entered_tx, entered) = channel();
-    let entered_tx = Mutex::new(entered_tx);
-    let armed = Arc::new(AtomicBool::new(false));
-    let gave_up = Arc::new(AtomicBool::new(false));
-    let mut ctx: ToolContext<()> =
-        ToolContext::new(SharedRegistry::new("/test/.connop"), "s1", Arc::new(()));
-    ctx.events = Some(Arc::new({
-        let (armed, gave_up) = (armed.clone(), gave_up.clone());
-        move |event: &Event| {
-            if matches!(event, Event::Update(_)) && armed.swap(false, SeqCst) {
-                entered_tx.lock().unwrap().send(()).unwrap();
-                let waited = waiting
-                    .lock()
-                    .unwrap()
-                    .recv_timeout(Duration::from_secs(10));
-                gave_up.store(waited.is_err(), SeqCst);
-            }
-        }
-    }));
-    let targets = ["gmail", "notion"].map(|name| Target::connector(name, TargetAction::Connect));
-    let op = OP.get_or_init(|| ctx.open(targets.to_vec()).expect("opens"));
+    let held = HeldUpdate::new(waiting);
+    let (armed, gave_up, entered) = (&held.armed, &held.gave_up, &held.entered);
+    let op = OP.get_or_init(|| held.open());
     let skip = |name: &str| {
         op.transition(name, TargetState::Skipped, Actor::User, Patch::default())
             .expect("a legal move")

@@ -117,6 +117,9 @@ impl Watcher {
     /// The earliest read due among the live rows (the list fallback counts when a live row
     /// has no connection id), with its reason.
     pub(super) fn next_wake(&self, op: &crate::operation::Operation) -> Option<Wake> {
+        if self.backoff_until.is_none() {
+            return self.next_tick(op);
+        }
         let mut earliest: Option<Wake> = None;
         let mut need_list = false;
         for (row, slot) in op.rows().iter().zip(&self.rows) {
@@ -133,6 +136,37 @@ impl Watcher {
             earliest = earlier(earliest, self.list.due(self.backoff_until));
         }
         earliest
+    }
+}
+
+impl Watcher {
+    /// [`next_wake`](Self::next_wake) outside a back-off, the common case (a parked tick asks
+    /// it every time): the earliest instant among the slots that read, all for the tick.
+    fn next_tick(&self, op: &crate::operation::Operation) -> Option<Wake> {
+        let mut earliest: Option<Timestamp> = None;
+        let mut need_list = false;
+        let mut consider = |slot: &Slot| {
+            if let (None, Some(at)) = (slot.in_flight, slot.next_at) {
+                earliest = Some(earliest.map_or(at, |e| e.min(at)));
+            }
+        };
+        for (row, slot) in op.rows().iter().zip(&self.rows) {
+            if !row.state.is_live() {
+                continue;
+            }
+            if row.connection_id.is_none() {
+                need_list = true;
+                continue;
+            }
+            consider(slot);
+        }
+        if need_list {
+            consider(&self.list);
+        }
+        earliest.map(|at| Wake {
+            at,
+            reason: WakeReason::Tick,
+        })
     }
 }
 

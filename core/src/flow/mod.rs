@@ -455,6 +455,7 @@ impl Flow {
     /// The next effect to execute, in order; `None` when the queue is empty. Drain it to
     /// `None` after every input.
     #[must_use = "an effect not executed is lost: the flow does not queue it again"]
+    #[inline]
     pub fn poll_effect(&mut self) -> Option<Effect> {
         let effect = self.effects.pop_front();
         if effect.is_none() && self.effects.capacity() > 4 {

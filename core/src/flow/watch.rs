@@ -117,39 +117,31 @@ impl Watcher {
     /// The earliest read due among the live rows (the list fallback counts when a live row
     /// has no connection id), with its reason.
     pub(super) fn next_wake(&self, op: &crate::operation::Operation) -> Option<Wake> {
-        if self.backoff_until.is_none() {
-            return self.next_tick(op);
-        }
+        let Some(backoff) = self.backoff_until else {
+            // The common case (a parked tick asks it every time): every slot reads for the
+            // tick, so the earliest idle slot's instant is the answer.
+            let mut earliest: Option<Timestamp> = None;
+            self.each_reader(op, |slot| {
+                if let (None, Some(at)) = (slot.in_flight, slot.next_at) {
+                    earliest = Some(earliest.map_or(at, |e| e.min(at)));
+                }
+            });
+            return earliest.map(|at| Wake {
+                at,
+                reason: WakeReason::Tick,
+            });
+        };
         let mut earliest: Option<Wake> = None;
-        let mut need_list = false;
-        for (row, slot) in op.rows().iter().zip(&self.rows) {
-            if !row.state.is_live() {
-                continue;
-            }
-            if row.connection_id.is_none() {
-                need_list = true;
-                continue;
-            }
-            earliest = earlier(earliest, slot.due(self.backoff_until));
-        }
-        if need_list {
-            earliest = earlier(earliest, self.list.due(self.backoff_until));
-        }
+        self.each_reader(op, |slot| {
+            earliest = earlier(earliest, slot.due(Some(backoff)));
+        });
         earliest
     }
-}
 
-impl Watcher {
-    /// [`next_wake`](Self::next_wake) outside a back-off, the common case (a parked tick asks
-    /// it every time): the earliest instant among the slots that read, all for the tick.
-    fn next_tick(&self, op: &crate::operation::Operation) -> Option<Wake> {
-        let mut earliest: Option<Timestamp> = None;
+    /// Calls `f` on the slot of each live row with a connection id, in row order, then on the
+    /// list fallback's if a live row has none.
+    fn each_reader(&self, op: &crate::operation::Operation, mut f: impl FnMut(&Slot)) {
         let mut need_list = false;
-        let mut consider = |slot: &Slot| {
-            if let (None, Some(at)) = (slot.in_flight, slot.next_at) {
-                earliest = Some(earliest.map_or(at, |e| e.min(at)));
-            }
-        };
         for (row, slot) in op.rows().iter().zip(&self.rows) {
             if !row.state.is_live() {
                 continue;
@@ -158,15 +150,11 @@ impl Watcher {
                 need_list = true;
                 continue;
             }
-            consider(slot);
+            f(slot);
         }
         if need_list {
-            consider(&self.list);
+            f(&self.list);
         }
-        earliest.map(|at| Wake {
-            at,
-            reason: WakeReason::Tick,
-        })
     }
 }
 

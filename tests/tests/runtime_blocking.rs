@@ -6,7 +6,8 @@ use connop_core::tool_gateway::BlockingToolGateway;
 use connop_fixtures::{ScriptedToolGateway, SharedToolGateway};
 use serde_json::json;
 use std::sync::Arc;
-use std::sync::mpsc::channel;
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
 fn context(gateway: &SharedToolGateway) -> ToolContext<dyn BlockingToolGateway> {
@@ -154,15 +155,15 @@ fn operations_share_the_call_threads_instead_of_starting_one_each() {
 /// (at most 10 s; `gave_up` says it timed out).
 struct HeldUpdate {
     ctx: ToolContext<()>,
-    armed: Arc<std::sync::atomic::AtomicBool>,
-    gave_up: Arc<std::sync::atomic::AtomicBool>,
-    entered: std::sync::mpsc::Receiver<()>,
+    armed: Arc<AtomicBool>,
+    gave_up: Arc<AtomicBool>,
+    entered: Receiver<()>,
 }
 
 impl HeldUpdate {
-    fn new(release: std::sync::mpsc::Receiver<()>) -> Self {
+    fn new(release: Receiver<()>) -> Self {
         use std::sync::Mutex;
-        use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+        use std::sync::atomic::Ordering::SeqCst;
         let (entered_tx, entered) = channel();
         let (entered_tx, release) = (Mutex::new(entered_tx), Mutex::new(release));
         let armed = Arc::new(AtomicBool::new(false));
@@ -268,8 +269,8 @@ fn a_driver_returns_only_after_the_caller_whose_settle_it_waited_for_is_back() {
     use connop_blocking::handle::waiting_through;
     use connop_core::contract::{Actor, TargetState};
     use connop_core::operation::Patch;
-    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
-    use std::sync::mpsc::{Receiver, Sender};
+    use std::sync::atomic::Ordering::SeqCst;
+    use std::sync::mpsc::Sender;
     use std::sync::{Mutex, OnceLock};
 
     static OP: OnceLock<OpHandle> = OnceLock::new();

@@ -507,19 +507,21 @@ impl OpHandle {
                 }
             }
             let ran_all = state.executed == state.fed;
-            // Calls first (nothing queued before them): their answers, often known at once,
-            // are fed on the next turn of this loop.
-            let start_now = !calls.is_empty() && ran_all && state.pump.is_none();
+            let pumped_elsewhere = state.pump.is_some();
             // A caller still on its way back from waiting for a pump (to its host's lock, as
             // Python's GIL) wakes the driver when it is back: the code it runs right after its
-            // input must run before the driver's caller does, as in a single-lock host.
-            if !start_now && state.is_finished() && state.waiting == 0 {
+            // input must run before the driver's caller does, as in a single-lock host. Calls
+            // this step took itself start first, even then.
+            let own_calls = !calls.is_empty() && ran_all && !pumped_elsewhere;
+            if !own_calls && state.is_finished() && state.waiting == 0 {
                 drop(state);
                 clock.finished(waker);
                 return Next::Finished;
             }
-            if start_now || ((ran_all || state.pump.is_some()) && !calls.is_empty()) {
-                // Calls handed over by another thread's pump, which runs the rest, start too.
+            // Calls start when nothing is queued before them, or when another thread's pump
+            // (which handed some over) runs the rest; their answers, often known at once, are
+            // fed on the next turn of this loop.
+            if !calls.is_empty() && (ran_all || pumped_elsewhere) {
                 state.settle_queue(driver_calls);
                 drop(state);
                 if start(calls, answers) == Started::AfterWaiting {
@@ -527,7 +529,7 @@ impl OpHandle {
                 }
                 continue;
             }
-            if ran_all || state.pump.is_some() {
+            if ran_all || pumped_elsewhere {
                 // Nothing to run, or another thread runs it and wakes us when done.
                 state.settle_queue(driver_calls);
                 let until = state.next_wake();

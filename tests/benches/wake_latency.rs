@@ -14,6 +14,10 @@
 //! wakes each operation's own long-asleep thread; `same thread` wakes one thread OPS times, as
 //! the smol runtime wakes its one executor thread. The gap between the two is the price of a
 //! thread asleep for a second: on a virtual machine, mostly the wake of an idle virtual CPU.
+//!
+//! The `call` column is the median time the input's own call took on the answering thread
+//! (for a floor row, the channel send that wakes the thread): the part of the latency spent
+//! before, and while, it woke the other.
 
 use connop_blocking::{Interrupt, OpHandle, SharedRegistry, ToolContext};
 use connop_core::card::CardAnswer;
@@ -45,7 +49,7 @@ struct Parked {
     carded_at: Instant,
 }
 
-fn measure(runtime: Runtime, kind: Kind, ops: usize, tick: Duration, seed: u64) -> Vec<Duration> {
+fn measure(runtime: Runtime, kind: Kind, ops: usize, tick: Duration, seed: u64) -> Samples {
     let gateway = SharedToolGateway::new(ScriptedToolGateway::new());
     let registry = SharedRegistry::new("/bench/.connop");
     let (parked_tx, parked_rx) = channel::<(usize, Parked)>();
@@ -158,6 +162,7 @@ fn measure(runtime: Runtime, kind: Kind, ops: usize, tick: Duration, seed: u64) 
         .collect();
     plan.sort();
     let mut latencies = Vec::with_capacity(ops);
+    let mut calls = Vec::with_capacity(ops);
     for (at, i) in plan {
         let now = Instant::now();
         if at > now {
@@ -175,6 +180,7 @@ fn measure(runtime: Runtime, kind: Kind, ops: usize, tick: Duration, seed: u64) 
             Kind::Continue => assert!(p.op.continue_().expect("continue").settled),
             Kind::Interrupt => p.interrupt.trigger(),
         }
+        calls.push(sent.elapsed());
         let (j, returned) = done_rx
             .recv_timeout(Duration::from_secs(10))
             .expect("the result comes back");
@@ -184,13 +190,21 @@ fn measure(runtime: Runtime, kind: Kind, ops: usize, tick: Duration, seed: u64) 
     for worker in workers {
         worker.join().expect("worker");
     }
-    latencies
+    Samples { latencies, calls }
+}
+
+/// One row's samples of one round: input to result, and how long the input's own call took
+/// (the part of the latency spent on the answering thread, before and while it wakes the
+/// other).
+struct Samples {
+    latencies: Vec<Duration>,
+    calls: Vec<Duration>,
 }
 
 /// A floor: the same pattern with no operation at all. Each of OPS inputs wakes a thread
 /// parked on a channel, which timestamps when it runs again: OPS threads woken once each, or
 /// (`same_thread`) one thread woken OPS times.
-fn measure_floor(ops: usize, same_thread: bool, seed: u64) -> Vec<Duration> {
+fn measure_floor(ops: usize, same_thread: bool, seed: u64) -> Samples {
     let (done_tx, done_rx) = channel::<(usize, Instant)>();
     let threads = if same_thread { 1 } else { ops };
     let mut senders = Vec::with_capacity(threads);
@@ -222,6 +236,7 @@ fn measure_floor(ops: usize, same_thread: bool, seed: u64) -> Vec<Duration> {
         .collect();
     plan.sort();
     let mut latencies = Vec::with_capacity(ops);
+    let mut calls = Vec::with_capacity(ops);
     for (at, i) in plan {
         let now = Instant::now();
         if at > now {
@@ -229,6 +244,7 @@ fn measure_floor(ops: usize, same_thread: bool, seed: u64) -> Vec<Duration> {
         }
         let sent = Instant::now();
         senders[i % threads].send(i).expect("parked");
+        calls.push(sent.elapsed());
         let (j, woke) = done_rx
             .recv_timeout(Duration::from_secs(10))
             .expect("wakes");
@@ -239,7 +255,7 @@ fn measure_floor(ops: usize, same_thread: bool, seed: u64) -> Vec<Duration> {
     for worker in workers {
         worker.join().expect("worker");
     }
-    latencies
+    Samples { latencies, calls }
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -277,13 +293,19 @@ fn main() {
         medians: Vec<f64>,
         p99s: Vec<f64>,
         all: Vec<Duration>,
+        /// Each round's median of the input's own call.
+        calls: Vec<f64>,
     }
     let mut cells: Vec<Cell> = vec![Cell::default(); rows.len()];
     for round in 0..rounds {
         let mut index = 0;
-        let mut record = |mut lat: Vec<Duration>| {
+        let mut record = |samples: Samples| {
+            let (mut lat, mut calls) = (samples.latencies, samples.calls);
             lat.sort();
+            calls.sort();
             let cell = &mut cells[index];
+            cell.calls
+                .push(percentile(&calls, 50.0).as_secs_f64() * 1e6);
             cell.medians
                 .push(percentile(&lat, 50.0).as_secs_f64() * 1e6);
             cell.p99s.push(percentile(&lat, 99.0).as_secs_f64() * 1e6);
@@ -307,19 +329,20 @@ fn main() {
         v[v.len() / 2]
     };
     println!(
-        "{:<9} {:<12} {:>10} {:>10} {:>10}   p99 per round",
-        "runtime", "input", "median", "p99", "all p99"
+        "{:<9} {:<12} {:>10} {:>10} {:>10} {:>10}   p99 per round",
+        "runtime", "input", "median", "p99", "all p99", "call"
     );
     for ((name, input), cell) in rows.iter().zip(cells.iter_mut()) {
         let each: Vec<String> = cell.p99s.iter().map(|p| format!("{p:.0}")).collect();
         cell.all.sort();
         println!(
-            "{:<9} {:<12} {:>8.1}µs {:>8.1}µs {:>8.1}µs   [{}]",
+            "{:<9} {:<12} {:>8.1}µs {:>8.1}µs {:>8.1}µs {:>8.1}µs   [{}]",
             name,
             input,
             median(&mut cell.medians),
             median(&mut cell.p99s),
             percentile(&cell.all, 99.0).as_secs_f64() * 1e6,
+            median(&mut cell.calls),
             each.join(" ")
         );
     }

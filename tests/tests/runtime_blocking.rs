@@ -330,3 +330,75 @@ fn a_driver_returns_only_after_the_caller_whose_settle_it_waited_for_is_back() {
         "the driver returned while the caller whose settle it waited for was still away"
     );
 }
+
+#[test]
+fn an_input_that_settles_wakes_the_driver_before_its_effects_run() {
+    // A settle's effects (its frames, the registry's close, the result) run on the answering
+    // thread while the driver's thread wakes: the wake goes out first. The update callback
+    // holds the pump here, so the wake must already have come, and a step while the effects
+    // are still running must not finish; the pump's end wakes the driver again.
+    use connop_blocking::{Next, Started};
+    use connop_core::contract::{Actor, TargetState};
+    use connop_core::operation::Patch;
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::task::{Wake, Waker};
+
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+    let wakes = Arc::new(Count(AtomicUsize::new(0)));
+    let waker = Waker::from(wakes.clone());
+    let step = |op: &connop_blocking::OpHandle| {
+        // Calls are left unanswered: nothing here needs a read's answer.
+        let mut start = |calls: &mut Vec<_>, _: &mut Vec<_>| {
+            calls.clear();
+            Started::AtOnce
+        };
+        op.step(&mut Vec::new(), &mut Vec::new(), &mut start, &waker)
+    };
+
+    let (release_tx, release) = channel();
+    let held = HeldUpdate::new(release);
+    let (armed, gave_up, entered) = (&held.armed, &held.gave_up, &held.entered);
+    let op = held.open();
+    let skip = |name: &str| {
+        op.transition(name, TargetState::Skipped, Actor::User, Patch::default())
+            .expect("a legal move")
+    };
+    skip("gmail");
+    assert!(matches!(step(&op), Next::Sleep(_)), "one target still open");
+    let before = wakes.0.load(SeqCst);
+
+    armed.store(true, SeqCst);
+    std::thread::scope(|scope| {
+        let answering = scope.spawn(|| skip("notion"));
+        entered
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the settle's update callback runs");
+        assert_eq!(
+            wakes.0.load(SeqCst),
+            before + 1,
+            "the driver was woken before the settle's effects ran"
+        );
+        assert!(
+            matches!(step(&op), Next::Sleep(_)),
+            "a driver woken while the effects run does not finish"
+        );
+        release_tx.send(()).unwrap();
+        answering.join().unwrap();
+    });
+    assert_eq!(
+        wakes.0.load(SeqCst),
+        before + 2,
+        "the pump's end wakes it again"
+    );
+    assert!(matches!(step(&op), Next::Finished));
+    assert!(!gave_up.load(SeqCst));
+    assert_eq!(
+        op.finished_result().to_value()["settled_by"],
+        "all_resolved"
+    );
+}

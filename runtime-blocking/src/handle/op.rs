@@ -441,17 +441,26 @@ impl OpHandle {
             let answer = state.feed(|flow| input(flow, now));
             state.drain();
             // Nothing to run: wake the driver from this same lock (the input may have moved
-            // the next wake-up). Otherwise the pump wakes it once the effects ran.
-            let waker = if state.executed == state.fed {
+            // the next wake-up). The input settled the operation: wake it now, before the
+            // effects run, so that they run while its thread wakes (a wake-up costs more than
+            // they do); a driver that finds them still running sleeps again, and the pump
+            // wakes it. Not for a caller holding its host's lock (see [`waiting_through`]):
+            // that driver returns only once the lock is free, and the lock stays taken while
+            // the effects run. Otherwise the pump wakes it once the effects ran.
+            let ran_all = state.executed == state.fed;
+            let settled_here = state.flow.is_done() && WAIT_THROUGH.get().is_none();
+            let waker = if ran_all || settled_here {
                 state.waker.take()
             } else {
                 None
             };
-            (answer, state.fed, waker)
+            (answer, (!ran_all).then_some(state.fed), waker)
         };
-        match waker {
-            Some(waker) => waker.wake(),
-            None => self.pump_until(mark),
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        if let Some(mark) = mark {
+            self.pump_until(mark);
         }
         answer
     }

@@ -402,3 +402,68 @@ fn an_input_that_settles_wakes_the_driver_before_its_effects_run() {
         "all_resolved"
     );
 }
+
+#[test]
+fn reads_answered_on_the_call_pool_wake_the_driver_twice_per_tick_not_three_times() {
+    // With an HTTP tool gateway a tick's three reads answer one by one on the call pool. The
+    // first answer plans its row's next read, earlier than anything the driver slept for: it
+    // wakes the driver to re-arm. The second leaves a read out and plans a later one: the
+    // driver sleeps on. The last wakes it (it naps again with no call out). On the virtual
+    // clock no tick fires while a read is out, so each tick is the same: its timer's wake-up
+    // and two answers', where waking for every answer made four.
+    use connop_blocking::{Next, Started, WorkerCalls};
+    use connop_fixtures::auto_clock::AutoClock;
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::task::{Wake, Waker};
+
+    struct Count(AtomicUsize, std::thread::Thread);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, SeqCst);
+            self.1.unpark();
+        }
+    }
+    let clock = AutoClock::new(connop_core::time::Timestamp::from_nanos(1_000_000_000));
+    let _keeper = clock.keep();
+    let gateway = SharedToolGateway::new(ScriptedToolGateway::new());
+    gateway.set_latency(Duration::from_millis(5));
+    let mut ctx = context(&gateway);
+    ctx.clock = clock.clone();
+    ctx.tick = Duration::from_millis(100);
+    let starter = Arc::new(WorkerCalls::new(Arc::new(gateway.clone())));
+    let op = ctx.start(
+        &json!({"action": "connect", "connectors": ["gmail", "notion", "slack"]}),
+        Some(starter),
+    );
+    let wakes = Arc::new(Count(AtomicUsize::new(0), std::thread::current()));
+    let waker = Waker::from(wakes.clone());
+    let reads = || {
+        gateway.with(|gw| {
+            ["gmail", "notion", "slack"]
+                .map(|name| gw.reads_of(&format!("ca_{name}_1")))
+                .iter()
+                .sum::<usize>()
+        })
+    };
+    let stop_at = Instant::now() + Duration::from_secs(20);
+    let mut wakes_while_reading = None;
+    loop {
+        let mut start = |_: &mut Vec<_>, _: &mut Vec<_>| Started::AtOnce;
+        match op.step(&mut Vec::new(), &mut Vec::new(), &mut start, &waker) {
+            Next::Finished => break,
+            Next::Sleep(until) => assert!(until.is_none(), "the virtual clock wakes it"),
+        }
+        if wakes_while_reading.is_none() && reads() >= 30 {
+            wakes_while_reading = Some(wakes.0.load(SeqCst));
+            assert!(op.interrupt());
+            continue;
+        }
+        assert!(Instant::now() < stop_at, "30 reads within 20 s");
+        std::thread::park_timeout(Duration::from_millis(100));
+    }
+    let wakes = wakes_while_reading.expect("30 reads");
+    // Ten ticks of three reads: 30 wake-ups, and the mint's answer (40 when every answer
+    // woke the driver).
+    assert!(wakes <= 32, "{wakes} wake-ups for 30 reads");
+    assert_eq!(op.finished_result().to_value()["settled_by"], "interrupt");
+}

@@ -147,6 +147,24 @@ impl State {
         self.wake.get()
     }
 
+    /// Whether an input that caused no effect changes what a sleeping driver napped on,
+    /// `asked` being the next wake-up as asked before the input. A driver sleeps for that
+    /// wake-up (or a later one asked since: an input that moved it later did not wake it),
+    /// with calls out; an answer that leaves calls out and moves the wake-up no earlier (the
+    /// first reads of a tick answered on another thread) lets it sleep on. The last call
+    /// answered always wakes it: it naps again with none out (a virtual clock moves only
+    /// then).
+    fn moves_driver(&mut self, asked: AskedWake) -> bool {
+        if asked == AskedWake::UNKNOWN || self.flow.calls_in_flight() == 0 {
+            return true;
+        }
+        match (self.next_wake(), asked.get()) {
+            (Some(at), Some(slept_for)) => at < slept_for,
+            (Some(_), None) => true,
+            (None, _) => false,
+        }
+    }
+
     /// The drain rule: after every input, every effect it caused leaves the flow, in order.
     fn drain(&mut self) {
         while let Some(effect) = self.flow.poll_effect() {
@@ -438,6 +456,7 @@ impl OpHandle {
         let (answer, mark, waker) = {
             let mut state = self.lock();
             let now = self.0.env.clock.now();
+            let asked = state.wake;
             let answer = state.feed(|flow| input(flow, now));
             state.drain();
             // Nothing to run: the driver's waker is taken under this same lock (the input
@@ -450,7 +469,7 @@ impl OpHandle {
             // once the effects ran.
             let ran_all = state.executed == state.fed;
             let settled = state.flow.is_done() && WAIT_THROUGH.get().is_none();
-            let waker = if ran_all || settled {
+            let waker = if (ran_all && state.moves_driver(asked)) || settled {
                 state.waker.take()
             } else {
                 None

@@ -16,8 +16,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub struct Nap {
     /// The operation's next wake-up, if any (none: only a change wakes it).
     pub until: Option<Timestamp>,
-    /// Gateway calls the operation still waits for: their answers will wake the driver
-    /// before `until` may. A virtual clock does not move past a sleeper that still waits.
+    /// Gateway calls the operation still waits for. A virtual clock does not move past a
+    /// sleeper that still waits; the last answer wakes a driver that naps on such a clock
+    /// ([`Napping::Clock`]), so that it naps again with none out. On its own timer a driver
+    /// is woken by an answer only when it moves the next wake-up earlier.
     pub calls_in_flight: usize,
 }
 

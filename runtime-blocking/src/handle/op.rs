@@ -128,6 +128,9 @@ struct State {
     /// The driver's one waker slot: filled when it goes to sleep, taken by the first input
     /// that needs it awake.
     waker: Option<Waker>,
+    /// The driver sleeps on a clock that wakes it itself ([`Napping::Clock`], a virtual
+    /// clock), which must hear when its calls are all back.
+    on_clock: bool,
     /// Calls for the driver to start, popped by a pump on another thread.
     for_driver: Vec<DriverCall>,
 }
@@ -149,13 +152,12 @@ impl State {
 
     /// Whether an input that caused no effect changes what a sleeping driver napped on,
     /// `asked` being the next wake-up as asked before the input. A driver sleeps for that
-    /// wake-up (or a later one asked since: an input that moved it later did not wake it),
-    /// with calls out; an answer that leaves calls out and moves the wake-up no earlier (the
-    /// first reads of a tick answered on another thread) lets it sleep on. The last call
-    /// answered always wakes it: it naps again with none out (a virtual clock moves only
-    /// then).
+    /// wake-up (or a later one asked since: an input that moved it later did not wake it);
+    /// an input that moves it no earlier (a tick's later reads answered on another thread)
+    /// lets it sleep on. On a virtual clock the last call answered wakes it anyway: it naps
+    /// again with none out, which that clock waits for before it moves time.
     fn moves_driver(&mut self, asked: AskedWake) -> bool {
-        if asked == AskedWake::UNKNOWN || self.flow.calls_in_flight() == 0 {
+        if asked == AskedWake::UNKNOWN || (self.on_clock && self.flow.calls_in_flight() == 0) {
             return true;
         }
         match (self.next_wake(), asked.get()) {
@@ -225,10 +227,12 @@ impl State {
                     Some(stored) if stored.will_wake(waker) => {}
                     _ => self.waker = Some(waker.clone()),
                 }
+                self.on_clock = false;
                 at
             }
             Napping::Clock(wrapped) => {
                 self.waker = Some(wrapped);
+                self.on_clock = true;
                 None
             }
         }
@@ -330,6 +334,7 @@ impl OpHandle {
             result: None,
             waiting: 0,
             waker: None,
+            on_clock: false,
             for_driver: Vec::new(),
         };
         state.drain();

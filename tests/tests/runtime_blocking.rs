@@ -150,6 +150,17 @@ fn operations_share_the_call_threads_instead_of_starting_one_each() {
     );
 }
 
+/// The user skips `name` on the card.
+fn skip(
+    op: &connop_blocking::OpHandle,
+    name: &str,
+) -> Option<connop_core::operation::ChangeRecord> {
+    use connop_core::contract::{Actor, TargetState};
+    use connop_core::operation::Patch;
+    op.transition(name, TargetState::Skipped, Actor::User, Patch::default())
+        .expect("a legal move")
+}
+
 /// An operation opened with two targets (gmail, notion) whose event sink holds the pump in the
 /// first update frame after `armed` is set: it says so on `entered`, then waits for `release`
 /// (at most 10 s; `gave_up` says it timed out).
@@ -207,8 +218,7 @@ fn an_input_that_waits_for_another_threads_pump_waits_through_the_hosts_hook() {
     // blocks until the hook runs; this thread's move must wait for A's pump and must do so
     // through the hook. Waiting any other way, the callback would give up after 10 s.
     use connop_blocking::handle::waiting_through;
-    use connop_core::contract::{Actor, SettleReason, TargetState};
-    use connop_core::operation::Patch;
+    use connop_core::contract::SettleReason;
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 
@@ -227,13 +237,9 @@ fn an_input_that_waits_for_another_threads_pump_waits_through_the_hosts_hook() {
     let held = HeldUpdate::new(free);
     let (armed, gave_up, entered) = (&held.armed, &held.gave_up, &held.entered);
     let op = held.open();
-    let skip = |name: &str| {
-        op.transition(name, TargetState::Skipped, Actor::User, Patch::default())
-            .expect("a legal move")
-    };
 
     // No other pump: the hook is not asked.
-    waiting_through(through, || skip("gmail"));
+    waiting_through(through, || skip(&op, "gmail"));
     assert_eq!(WAITS.load(SeqCst), 0);
 
     armed.store(true, SeqCst);
@@ -267,8 +273,6 @@ fn a_driver_returns_only_after_the_caller_whose_settle_it_waited_for_is_back() {
     // holds this thread "on its way back" until the driver returns or 1 s passed.
     use connop_blocking::OpHandle;
     use connop_blocking::handle::waiting_through;
-    use connop_core::contract::{Actor, TargetState};
-    use connop_core::operation::Patch;
     use std::sync::atomic::Ordering::SeqCst;
     use std::sync::mpsc::Sender;
     use std::sync::{Mutex, OnceLock};
@@ -298,10 +302,6 @@ fn a_driver_returns_only_after_the_caller_whose_settle_it_waited_for_is_back() {
     let held = HeldUpdate::new(waiting);
     let (armed, gave_up, entered) = (&held.armed, &held.gave_up, &held.entered);
     let op = OP.get_or_init(|| held.open());
-    let skip = |name: &str| {
-        op.transition(name, TargetState::Skipped, Actor::User, Patch::default())
-            .expect("a legal move")
-    };
 
     let (returned_tx, returned) = channel();
     *RETURNED.lock().unwrap() = Some(returned);
@@ -312,11 +312,11 @@ fn a_driver_returns_only_after_the_caller_whose_settle_it_waited_for_is_back() {
             returned_tx.send(()).unwrap();
             result
         });
-        let pump = scope.spawn(|| skip("gmail"));
+        let pump = scope.spawn(|| skip(op, "gmail"));
         entered
             .recv_timeout(Duration::from_secs(10))
             .expect("P's callback runs: P's pump is the one running");
-        waiting_through(through, || skip("notion"));
+        waiting_through(through, || skip(op, "notion"));
         pump.join().unwrap();
         let result = driver.join().unwrap().to_value();
         assert_eq!(result["settled_by"], "all_resolved");
@@ -338,8 +338,6 @@ fn an_input_that_settles_wakes_the_driver_before_its_effects_run() {
     // holds the pump here, so the wake must already have come, and a step while the effects
     // are still running must not finish; the pump's end wakes the driver again.
     use connop_blocking::{Next, Started};
-    use connop_core::contract::{Actor, TargetState};
-    use connop_core::operation::Patch;
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
     use std::task::{Wake, Waker};
 
@@ -364,17 +362,13 @@ fn an_input_that_settles_wakes_the_driver_before_its_effects_run() {
     let held = HeldUpdate::new(release);
     let (armed, gave_up, entered) = (&held.armed, &held.gave_up, &held.entered);
     let op = held.open();
-    let skip = |name: &str| {
-        op.transition(name, TargetState::Skipped, Actor::User, Patch::default())
-            .expect("a legal move")
-    };
-    skip("gmail");
+    skip(&op, "gmail");
     assert!(matches!(step(&op), Next::Sleep(_)), "one target still open");
     let before = wakes.0.load(SeqCst);
 
     armed.store(true, SeqCst);
     std::thread::scope(|scope| {
-        let answering = scope.spawn(|| skip("notion"));
+        let answering = scope.spawn(|| skip(&op, "notion"));
         entered
             .recv_timeout(Duration::from_secs(10))
             .expect("the settle's update callback runs");

@@ -5,10 +5,12 @@
 //!   input waits for the call.
 //! - [`WorkerCalls`]: off the operation's thread, on the threads of one process-wide pool, so
 //!   the operation settles at once on an interrupt, a card answer or the deadline while a
-//!   call is out. An operation's calls run one after another, in the order it made them; a
-//!   call whose answer the flow no longer awaits (it settled) is not started. A thread is
-//!   busy only while it runs calls: a thousand parked operations whose reads answer in a
-//!   millisecond share a few threads, and none is started per operation.
+//!   call is out. An operation's calls start in the order it made them, each as soon as a
+//!   thread is free, never behind another of its calls still out: a stalled read of one row
+//!   holds back no other row's reads (SPEC §12.1). A call whose answer the flow no longer
+//!   awaits (it settled) is not started. A thread is busy only while it runs calls: a
+//!   thousand parked operations whose reads answer in a millisecond share a few threads, and
+//!   none is started per operation.
 
 use crate::handle::{CallStarter, OpHandle};
 use connop_core::tool_gateway::{
@@ -28,20 +30,21 @@ impl CallStarter for InlineCalls {
     }
 }
 
-/// Runs an operation's calls in order on the process's call pool, and delivers each answer
-/// to the operation (whose effects then run on the pool's thread).
+/// Runs an operation's calls on the process's call pool, started in order and none waiting
+/// for another, and delivers each answer to the operation (whose effects then run on the
+/// pool's thread).
 pub struct WorkerCalls(CallQueue);
 
 /// What becomes of a call's answer.
 pub type OnAnswer =
     Box<dyn Fn(&OpHandle, CallId, Result<GatewayReply, GatewayError>) + Send + Sync>;
 
-/// One operation's calls, run in order on the process's call pool; each answer goes to
-/// `on_answer`. [`WorkerCalls`] delivers it to the operation; a driver that wants the
+/// One operation's calls, run on the process's call pool (started in order, none waiting
+/// for another); each answer goes to `on_answer`. [`WorkerCalls`] delivers it to the operation; a driver that wants the
 /// answers fed on its own thread (so the effects they cause run there) collects them.
 pub struct CallQueue(Arc<Calls>);
 
-/// One operation's calls not yet run, and whether a pool thread is running them.
+/// One operation's calls not yet run, and the pool threads taking them.
 struct Calls {
     gateway: Arc<dyn BlockingToolGateway>,
     queue: Mutex<Queue>,
@@ -51,8 +54,9 @@ struct Calls {
 #[derive(Default)]
 struct Queue {
     waiting: VecDeque<(OpHandle, CallId, GatewayCall)>,
-    /// A pool thread has (or is about to take) this queue: later calls join it.
-    running: bool,
+    /// Pool threads given this queue and not in a call: a call queued while one is free
+    /// waits for no other. A thread given the queue ends its turn when none is waiting.
+    free: usize,
 }
 
 impl WorkerCalls {
@@ -81,14 +85,15 @@ impl CallQueue {
         }))
     }
 
-    /// Queues `call` behind the operation's earlier ones.
+    /// Starts `call` after the operation's earlier ones started: on a free thread of this
+    /// queue, or on one more.
     pub fn start(&self, op: &OpHandle, id: CallId, call: GatewayCall) {
         let mut queue = lock(&self.0.queue);
         queue.waiting.push_back((op.clone(), id, call));
-        if queue.running {
+        if queue.free > 0 {
             return;
         }
-        queue.running = true;
+        queue.free += 1;
         drop(queue);
         if !pool().submit(self.0.clone()) {
             // No thread could be started: run the calls here rather than lose them.
@@ -98,22 +103,22 @@ impl CallQueue {
 }
 
 impl Calls {
-    /// Runs the queued calls until none is left.
+    /// One runner: takes the queued calls one at a time until none is left.
     fn run(&self) {
+        let mut queue = lock(&self.queue);
         loop {
-            let next = {
-                let mut queue = lock(&self.queue);
-                let next = queue.waiting.pop_front();
-                if next.is_none() {
-                    queue.running = false;
-                }
-                next
+            let Some((op, id, call)) = queue.waiting.pop_front() else {
+                queue.free -= 1;
+                return;
             };
-            let Some((op, id, call)) = next else { return };
+            queue.free -= 1;
+            drop(queue);
             if op.awaits(id) {
                 let result = self.gateway.call(&call);
                 (self.on_answer)(&op, id, result);
             }
+            queue = lock(&self.queue);
+            queue.free += 1;
         }
     }
 }

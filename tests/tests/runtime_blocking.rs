@@ -490,3 +490,64 @@ fn on_the_virtual_clock_a_ticks_reads_also_wake_the_driver_when_the_last_is_back
     // Ten ticks of three: 30, and the mint's answer (41 when every answer woke the driver).
     assert!(wakes <= 32, "{wakes} wake-ups for 30 reads");
 }
+
+#[test]
+fn a_rows_stalled_read_on_the_call_pool_never_delays_another_rows_reads() {
+    // SPEC §12.1: each live row follows its own tick. gmail's read hangs (its vendor is
+    // stuck) until notion is seen connected; notion's account is active from its second read
+    // on. Its reads must not queue behind gmail's on the call pool: notion connects while
+    // gmail's read is still out.
+    use connop_core::contract::TargetState;
+    use connop_core::tool_gateway::GatewayCall;
+    use std::sync::Mutex;
+
+    let gateway = SharedToolGateway::new(ScriptedToolGateway::new().flips(&[("notion", 2)]));
+    let (release_tx, release) = channel::<()>();
+    let release = Mutex::new(release);
+    gateway.set_hook(Arc::new(move |call, result| {
+        if let GatewayCall::Account { connection_id, .. } = call
+            && connection_id.starts_with("ca_gmail")
+        {
+            // Held until the test lets go (or 10 s).
+            let _ = release
+                .lock()
+                .unwrap()
+                .recv_timeout(Duration::from_secs(10));
+        }
+        result
+    }));
+    let mut ctx = context(&gateway);
+    ctx.tick = Duration::from_millis(20);
+    let interrupt = Interrupt::new();
+    ctx.interrupt = Some(interrupt.clone());
+    let (connected_tx, connected) = channel::<()>();
+    let connected_tx = std::sync::Mutex::new(connected_tx);
+    ctx.events = Some(Arc::new(move |event: &Event| {
+        if let Event::Update(frame) = event
+            && frame
+                .change
+                .as_ref()
+                .is_some_and(|c| &*c.target == "notion" && c.to == TargetState::Connected)
+        {
+            let _ = connected_tx.lock().unwrap().send(());
+        }
+    }));
+    let tool = std::thread::spawn(move || {
+        connop_blocking::manage_connections(
+            &json!({"action": "connect", "connectors": ["gmail", "notion"]}),
+            &ctx,
+        )
+        .to_value()
+    });
+    let seen = connected.recv_timeout(Duration::from_secs(5));
+    let gmail_out = gateway.with(|gw| gw.reads_of("ca_gmail_1")) == 1;
+    drop(release_tx);
+    interrupt.trigger();
+    let result = tool.join().unwrap();
+    assert!(
+        seen.is_ok(),
+        "notion was not seen connected while gmail's read hung"
+    );
+    assert!(gmail_out, "gmail's one read was still out");
+    assert_eq!(result["settled_by"], "interrupt");
+}

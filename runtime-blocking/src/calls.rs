@@ -40,8 +40,9 @@ pub type OnAnswer =
     Box<dyn Fn(&OpHandle, CallId, Result<GatewayReply, GatewayError>) + Send + Sync>;
 
 /// One operation's calls, run on the process's call pool (started in order, none waiting
-/// for another); each answer goes to `on_answer`. [`WorkerCalls`] delivers it to the operation; a driver that wants the
-/// answers fed on its own thread (so the effects they cause run there) collects them.
+/// for another); each answer goes to `on_answer`. [`WorkerCalls`] delivers it to the
+/// operation; a driver that wants the answers fed on its own thread (so the effects they
+/// cause run there) collects them.
 pub struct CallQueue(Arc<Calls>);
 
 /// One operation's calls not yet run, and the pool threads taking them.

@@ -464,14 +464,14 @@ impl OpHandle {
             let asked = state.wake;
             let answer = state.feed(|flow| input(flow, now));
             state.drain();
-            // Nothing to run: the driver's waker is taken under this same lock (the input
-            // may have moved the next wake-up). The operation is settled: it is taken now
-            // too, and the driver woken before the effects run, so that they run while its
-            // thread wakes (a wake-up costs more than they do); a driver that finds them still
-            // running sleeps again, and the pump wakes it. Not for a caller holding its host's
-            // lock (see [`waiting_through`]): that driver returns only once the lock is free,
-            // and the lock stays taken while the effects run. Otherwise the pump wakes it
-            // once the effects ran.
+            // Nothing to run: the driver's waker is taken under this same lock if the input
+            // changed what it napped on (`moves_driver`). The operation is settled: it is
+            // taken now too, and the driver woken before the effects run, so that they run
+            // while its thread wakes (a wake-up costs more than they do); a driver that finds
+            // them still running sleeps again, and the pump wakes it. Not for a caller holding
+            // its host's lock (see [`waiting_through`]): that driver returns only once the
+            // lock is free, and the lock stays taken while the effects run. Otherwise the pump
+            // wakes it once the effects ran.
             let ran_all = state.executed == state.fed;
             let settled = state.flow.is_done() && WAIT_THROUGH.get().is_none();
             let waker = if (ran_all && state.moves_driver(asked)) || settled {

@@ -104,16 +104,26 @@ impl CallQueue {
 }
 
 impl Calls {
-    /// One runner: takes the queued calls one at a time until none is left.
-    fn run(&self) {
+    /// One runner: takes the queued calls one at a time until none is left. A runner about
+    /// to enter a call while others wait and no runner is free hands them one more first:
+    /// a burst of calls (a tick's reads) queued before the first runner woke must not wait
+    /// behind its first call.
+    fn run(self: &Arc<Self>) {
         let mut queue = lock(&self.queue);
         loop {
             let Some((op, id, call)) = queue.waiting.pop_front() else {
                 queue.free -= 1;
                 return;
             };
-            queue.free -= 1;
+            let hand_off = queue.free == 1 && !queue.waiting.is_empty();
+            if !hand_off {
+                queue.free -= 1;
+            }
             drop(queue);
+            if hand_off && !pool().submit(self.clone()) {
+                // No thread could be started: the others wait for this runner, as before.
+                lock(&self.queue).free -= 1;
+            }
             if op.awaits(id) {
                 let result = self.gateway.call(&call);
                 (self.on_answer)(&op, id, result);

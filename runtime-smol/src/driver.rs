@@ -83,7 +83,7 @@ fn poll_step(
     }
     let waker = cx.waker();
     let mut start = |calls: &mut Vec<DriverCall>, answers: &mut Vec<Answer>| {
-        start(
+        start_calls(
             gateway,
             &mut Context::from_waker(waker),
             calls,
@@ -106,7 +106,7 @@ fn poll_step(
 
 /// Starts `calls`, each polled once: an answer known at once joins `answers`, the others
 /// `in_flight` (their wakers registered).
-fn start(
+fn start_calls(
     gateway: &Arc<dyn AsyncToolGateway>,
     cx: &mut Context<'_>,
     calls: &mut Vec<DriverCall>,

@@ -331,6 +331,27 @@ fn a_driver_returns_only_after_the_caller_whose_settle_it_waited_for_is_back() {
     );
 }
 
+/// A driver's waker for a test's own driver loop: counts its wake-ups and unparks the thread
+/// that made it.
+struct CountingWaker(std::sync::atomic::AtomicUsize, std::thread::Thread);
+
+impl CountingWaker {
+    fn new() -> (Arc<Self>, std::task::Waker) {
+        let counting = Arc::new(CountingWaker(
+            std::sync::atomic::AtomicUsize::new(0),
+            std::thread::current(),
+        ));
+        (counting.clone(), std::task::Waker::from(counting))
+    }
+}
+
+impl std::task::Wake for CountingWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.1.unpark();
+    }
+}
+
 #[test]
 fn an_input_that_settles_wakes_the_driver_before_its_effects_run() {
     // A settle's effects (its frames, the registry's close, the result) run on the answering
@@ -338,17 +359,9 @@ fn an_input_that_settles_wakes_the_driver_before_its_effects_run() {
     // holds the pump here, so the wake must already have come, and a step while the effects
     // are still running must not finish; the pump's end wakes the driver again.
     use connop_blocking::{Next, Started};
-    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-    use std::task::{Wake, Waker};
+    use std::sync::atomic::Ordering::SeqCst;
 
-    struct Count(AtomicUsize);
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, SeqCst);
-        }
-    }
-    let wakes = Arc::new(Count(AtomicUsize::new(0)));
-    let waker = Waker::from(wakes.clone());
+    let (wakes, waker) = CountingWaker::new();
     let step = |op: &connop_blocking::OpHandle| {
         // Calls are left unanswered: nothing here needs a read's answer.
         let mut start = |calls: &mut Vec<_>, _: &mut Vec<_>| {
@@ -406,16 +419,8 @@ fn wakes_for_thirty_reads(
     tick: Duration,
 ) -> usize {
     use connop_blocking::{Next, Started, WorkerCalls};
-    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-    use std::task::{Wake, Waker};
+    use std::sync::atomic::Ordering::SeqCst;
 
-    struct Count(AtomicUsize, std::thread::Thread);
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, SeqCst);
-            self.1.unpark();
-        }
-    }
     let gateway = SharedToolGateway::new(ScriptedToolGateway::new());
     gateway.set_latency(Duration::from_millis(5));
     let mut ctx = context(&gateway);
@@ -428,8 +433,7 @@ fn wakes_for_thirty_reads(
         &json!({"action": "connect", "connectors": ["gmail", "notion", "slack"]}),
         Some(starter),
     );
-    let wakes = Arc::new(Count(AtomicUsize::new(0), std::thread::current()));
-    let waker = Waker::from(wakes.clone());
+    let (wakes, waker) = CountingWaker::new();
     let reads = || {
         gateway.with(|gw| {
             ["gmail", "notion", "slack"]

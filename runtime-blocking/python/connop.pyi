@@ -186,9 +186,8 @@ def manage_connections(
     by every operation, so the deadline, an interrupt and a card answer never wait for a
     slow call (their answers are fed on the waiting thread), and one row's slow read never
     delays another's (so the gateway object may be called from two threads at once);
-    ``"inline"`` runs them on the
-    waiting thread, for a gateway object that answers at once (a slow call there delays all
-    three). The GIL is released while the call waits; Ctrl-C on the
+    ``"inline"`` runs them on the waiting thread, for a gateway object that answers at once
+    (a slow call there delays all three). The GIL is released while the call waits; Ctrl-C on the
     main thread settles the operation ``interrupt`` and the call returns that result.
     """
 

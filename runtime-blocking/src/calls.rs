@@ -115,6 +115,7 @@ impl Calls {
                 queue.free -= 1;
                 return;
             };
+            // Handing off, this runner's free place passes to the one it hands them to.
             let hand_off = queue.free == 1 && !queue.waiting.is_empty();
             if !hand_off {
                 queue.free -= 1;

@@ -2,7 +2,7 @@
 //! from another thread at a random moment of a 1 s tick, to the tool result in the waiting
 //! caller's hand.
 //!
-//! `cargo bench -p connop-tests --bench wake_latency [-- OPS [ROUNDS [TICK_MS]]]`
+//! `cargo bench -p connop-tests --bench wake_latency [-- [--control] OPS [ROUNDS [TICK_MS]]]`
 //!
 //! OPS operations (default 500) start together, each on a 1 s tick (or TICK_MS) with one target that
 //! never completes (so each is parked between reads); each gets its input at a random moment
@@ -14,6 +14,11 @@
 //! wakes each operation's own long-asleep thread; `same thread` wakes one thread OPS times, as
 //! the smol runtime wakes its one executor thread. The gap between the two is the price of a
 //! thread asleep for a second: on a virtual machine, mostly the wake of an idle virtual CPU.
+//!
+//! `--control` measures each runtime row as one more floor instead (a blocking row as a
+//! thread-wake floor, a smol row as a same-thread floor, each with the row's own seed): what
+//! the floor scores against itself, so that a goal set against the floor can be told apart
+//! from this machine's own spread between two measurements of the same thing.
 //!
 //! The `call` column is the median time the input's own call took on the answering thread
 //! (for a floor row, the channel send that wakes the thread): the part of the latency spent
@@ -264,6 +269,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 fn main() {
+    let control = std::env::args().any(|a| a == "--control");
     let mut numbers = std::env::args()
         .skip(1)
         .filter_map(|a| a.parse::<usize>().ok());
@@ -275,6 +281,12 @@ fn main() {
          moment of a 1 s window; {rounds} interleaved rounds; median and p99 are the median over \
          rounds, `all p99` is the p99 of every round's samples together"
     );
+    if control {
+        println!(
+            "control: every runtime row below is one more floor (blocking rows: thread wake; \
+             smol rows: same thread), not an operation"
+        );
+    }
     let rows: Vec<(String, String)> = [("floor", "thread wake"), ("floor", "same thread")]
         .map(|(a, b)| (a.to_owned(), b.to_owned()))
         .into_iter()
@@ -320,7 +332,12 @@ fn main() {
                 .into_iter()
                 .enumerate()
             {
-                record(measure(runtime, kind, ops, tick, seed + 7 + n as u64));
+                let seed = seed + 7 + n as u64;
+                record(if control {
+                    measure_floor(ops, runtime == Runtime::Smol, seed)
+                } else {
+                    measure(runtime, kind, ops, tick, seed)
+                });
             }
         }
     }

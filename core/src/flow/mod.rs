@@ -466,6 +466,14 @@ impl Flow {
         effect
     }
 
+    /// Whether an effect waits in the queue: a host that drains after every input may look
+    /// here first (most of a parked tick's inputs cause none).
+    #[must_use]
+    #[inline]
+    pub fn has_effects(&self) -> bool {
+        !self.effects.is_empty()
+    }
+
     /// When the flow next needs [`Input::Timeout`], and why. Ask after draining the effects.
     #[must_use = "a flow not woken at this instant misses its tick or its deadline"]
     pub fn poll_timeout(&self) -> Option<Wake> {
@@ -539,7 +547,34 @@ impl Flow {
             return Ok(());
         };
         let (_, purpose) = self.pending.swap_remove(pos);
-        let (result, mismatch) = check_reply(id, purpose, result);
+        match &result {
+            // A reply of the wrong kind becomes an invalid response (so the flow never hangs
+            // on it) and a caller error (so the runtime learns of its bug).
+            Ok(reply) if !purpose.accepts(reply) => {
+                let err = CallerError::ReplyMismatch {
+                    call: id,
+                    expected: purpose.expects(),
+                    got: reply.kind(),
+                };
+                self.answered(purpose, Err(GatewayError::invalid(err.to_string())), now);
+                Err(err)
+            }
+            // The answer moves on as it came, not through a checked copy: a parked tick feeds
+            // one per row.
+            _ => {
+                self.answered(purpose, result, now);
+                Ok(())
+            }
+        }
+    }
+
+    /// An awaited answer, of the kind its call asked for (or an error), to its purpose.
+    fn answered(
+        &mut self,
+        purpose: Purpose,
+        result: Result<GatewayReply, GatewayError>,
+        now: Timestamp,
+    ) {
         match purpose {
             Purpose::StatusList => self.on_status_list(result),
             Purpose::RepairList => self.on_repair_list(result, now),
@@ -548,7 +583,6 @@ impl Flow {
             Purpose::WatchList => self.on_watch_list(result, now),
             Purpose::Read(index) => self.on_read(index, result, now),
         }
-        mismatch.map_or(Ok(()), Err)
     }
 
     /// [`Input::Timeout`]: a timer fired (or the host woke early; nothing happens before its
@@ -835,32 +869,12 @@ impl Flow {
                     .unwrap_or(&[]);
                 ToolResult::Status(tool::StatusResult::render(&rows, names))
             }
-            // `check_reply` already turned a reply of another kind into an error.
+            // `handle_gateway` already turned a reply of another kind into an error.
             Ok(_) => ToolResult::Error(tool::gateway_failed_text(&GatewayError::invalid(
                 "not a list",
             ))),
             Err(err) => ToolResult::Error(tool::gateway_failed_text(&err)),
         };
         self.finish(rendered);
-    }
-}
-
-/// A reply of the wrong kind becomes an invalid response (so the flow never hangs on it) and
-/// a caller error (so the runtime learns of its bug).
-fn check_reply(
-    id: CallId,
-    purpose: Purpose,
-    result: Result<GatewayReply, GatewayError>,
-) -> (Result<GatewayReply, GatewayError>, Option<CallerError>) {
-    match &result {
-        Ok(reply) if !purpose.accepts(reply) => {
-            let err = CallerError::ReplyMismatch {
-                call: id,
-                expected: purpose.expects(),
-                got: reply.kind(),
-            };
-            (Err(GatewayError::invalid(err.to_string())), Some(err))
-        }
-        _ => (result, None),
     }
 }

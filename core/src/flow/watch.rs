@@ -368,6 +368,8 @@ impl Flow {
 
 #[cfg(test)]
 mod tests {
+    use crate::contract::TargetState;
+    use crate::error::CallerError;
     use crate::flow::{Effect, Flow, FlowConfig, Input, WakeReason};
     use crate::registry::RegistryKey;
     use crate::time::Timestamp;
@@ -467,5 +469,35 @@ mod tests {
         assert_eq!(calls(&mut flow), 2, "a hint reads every live row at once");
         let wake = flow.poll_timeout().unwrap();
         assert_eq!(wake.at, at(800), "and never moves the deadline");
+    }
+
+    #[test]
+    fn a_read_answered_with_a_reply_of_another_kind_is_taken_as_invalid_and_reported() {
+        let (mut flow, gmail, notion) = watching(Duration::from_secs(300));
+        let got = flow.handle_gateway(gmail, Ok(GatewayReply::Connectors(Vec::new())), at(300));
+        assert_eq!(
+            got,
+            Err(CallerError::ReplyMismatch {
+                call: gmail,
+                expected: "account",
+                got: "list",
+            })
+        );
+        // Taken all the same: no longer awaited, the row unmoved, its next read a tick later.
+        assert!(!flow.awaits(gmail));
+        assert_eq!(calls(&mut flow), 0);
+        flow.handle_gateway(notion, pending("ca_notion"), at(300))
+            .unwrap();
+        let view = flow.view().unwrap();
+        assert!(
+            view.targets
+                .iter()
+                .all(|t| t.state == TargetState::Initiated),
+            "{view:?}"
+        );
+        let wake = flow.poll_timeout().unwrap();
+        assert_eq!((wake.at, wake.reason), (at(1_300), WakeReason::Tick));
+        flow.handle_timeout(at(1_300));
+        assert_eq!(calls(&mut flow), 2, "both rows read again on the tick");
     }
 }

@@ -177,7 +177,16 @@ impl State {
 
     /// The drain rule, in the driver's step: a call the driver starts itself goes straight to
     /// it while nothing is queued before it and no pump runs (a steady tick queues nothing).
+    #[inline]
     fn drain_to_driver(&mut self, driver_calls: bool, calls: &mut Vec<DriverCall>) {
+        // A tick's account reads mostly cause nothing: no call out of line for an empty queue.
+        if self.flow.has_effects() {
+            self.drain_effects_to_driver(driver_calls, calls);
+        }
+    }
+
+    /// [`State::drain_to_driver`] when the flow has effects.
+    fn drain_effects_to_driver(&mut self, driver_calls: bool, calls: &mut Vec<DriverCall>) {
         while let Some(effect) = self.flow.poll_effect() {
             self.fed += 1;
             match effect {

@@ -9,11 +9,16 @@
 //! between 0.5 s and 1.5 s after its card, one input at a time, and records when its result
 //! came back. The other operations stay parked and keep ticking meanwhile.
 //!
-//! Two floor rows show what this machine's scheduler alone costs, with no operation at all:
+//! Three floor rows show what this machine alone costs, with no operation at all:
 //! `thread wake` wakes OPS bare threads parked on a channel, each once, as the blocking runtime
 //! wakes each operation's own long-asleep thread; `same thread` wakes one thread OPS times, as
 //! the smol runtime wakes its one executor thread. The gap between the two is the price of a
 //! thread asleep for a second: on a virtual machine, mostly the wake of an idle virtual CPU.
+//! `smol task` wakes one task on a smol executor OPS times, its thread parked in
+//! `smol::block_on` as the smol runtime's is: the executor's own way back from its park
+//! (reactor notify, poller wake, task schedule), with no operation in it. What a smol row
+//! costs beyond `smol task` is connop's; what `smol task` costs beyond `same thread` is the
+//! executor's.
 //!
 //! `--control` measures each runtime row as one more floor instead (a blocking row as a
 //! thread-wake floor, a smol row as a same-thread floor, each with the row's own seed): what
@@ -206,28 +211,57 @@ struct Samples {
     calls: Vec<Duration>,
 }
 
+/// Which floor: what wakes, with no operation at all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Floor {
+    /// OPS bare threads parked on a channel, each woken once.
+    ThreadWake,
+    /// One thread parked on a channel, woken OPS times.
+    SameThread,
+    /// One task on a smol executor (its thread parked as the smol runtime's is), awaiting a
+    /// channel, woken OPS times: the executor's own way back from its park.
+    SmolTask,
+}
+
 /// A floor: the same pattern with no operation at all. Each of OPS inputs wakes a thread
-/// parked on a channel, which timestamps when it runs again: OPS threads woken once each, or
-/// (`same_thread`) one thread woken OPS times.
-fn measure_floor(ops: usize, same_thread: bool, seed: u64) -> Samples {
+/// (or a task) parked on a channel, which timestamps when it runs again.
+fn measure_floor(ops: usize, floor: Floor, seed: u64) -> Samples {
     let (done_tx, done_rx) = channel::<(usize, Instant)>();
-    let threads = if same_thread { 1 } else { ops };
-    let mut senders = Vec::with_capacity(threads);
+    let threads = if floor == Floor::ThreadWake { ops } else { 1 };
+    let mut senders: Vec<Box<dyn Fn(usize)>> = Vec::with_capacity(threads);
     let mut workers = Vec::with_capacity(threads);
     for _ in 0..threads {
-        let (tx, rx) = channel::<usize>();
-        senders.push(tx);
         let done_tx = done_tx.clone();
-        workers.push(
-            std::thread::Builder::new()
-                .stack_size(256 * 1024)
-                .spawn(move || {
-                    while let Ok(i) = rx.recv() {
-                        let _ = done_tx.send((i, Instant::now()));
-                    }
-                })
-                .expect("spawn"),
-        );
+        let worker = std::thread::Builder::new().stack_size(256 * 1024);
+        if floor == Floor::SmolTask {
+            let (tx, rx) = smol::channel::unbounded::<usize>();
+            senders.push(Box::new(move |i| tx.try_send(i).expect("parked")));
+            workers.push(
+                worker
+                    .spawn(move || {
+                        let executor = smol::LocalExecutor::new();
+                        let run = executor.run(async {
+                            while let Ok(i) = rx.recv().await {
+                                let _ = done_tx.send((i, Instant::now()));
+                            }
+                        });
+                        smol::block_on(run);
+                    })
+                    .expect("spawn"),
+            );
+        } else {
+            let (tx, rx) = channel::<usize>();
+            senders.push(Box::new(move |i| tx.send(i).expect("parked")));
+            workers.push(
+                worker
+                    .spawn(move || {
+                        while let Ok(i) = rx.recv() {
+                            let _ = done_tx.send((i, Instant::now()));
+                        }
+                    })
+                    .expect("spawn"),
+            );
+        }
     }
     let start = Instant::now();
     let mut rng = Rng::new(seed);
@@ -248,7 +282,7 @@ fn measure_floor(ops: usize, same_thread: bool, seed: u64) -> Samples {
             std::thread::sleep(at - now);
         }
         let sent = Instant::now();
-        senders[i % threads].send(i).expect("parked");
+        senders[i % threads](i);
         calls.push(sent.elapsed());
         let (j, woke) = done_rx
             .recv_timeout(Duration::from_secs(10))
@@ -287,18 +321,22 @@ fn main() {
              smol rows: same thread), not an operation"
         );
     }
-    let rows: Vec<(String, String)> = [("floor", "thread wake"), ("floor", "same thread")]
-        .map(|(a, b)| (a.to_owned(), b.to_owned()))
-        .into_iter()
-        .chain(
-            [Runtime::Blocking, Runtime::Smol]
-                .into_iter()
-                .flat_map(|r| {
-                    [Kind::CardAnswer, Kind::Continue, Kind::Interrupt]
-                        .map(|k| (format!("{r:?}"), format!("{k:?}")))
-                }),
-        )
-        .collect();
+    let rows: Vec<(String, String)> = [
+        ("floor", "thread wake"),
+        ("floor", "same thread"),
+        ("floor", "smol task"),
+    ]
+    .map(|(a, b)| (a.to_owned(), b.to_owned()))
+    .into_iter()
+    .chain(
+        [Runtime::Blocking, Runtime::Smol]
+            .into_iter()
+            .flat_map(|r| {
+                [Kind::CardAnswer, Kind::Continue, Kind::Interrupt]
+                    .map(|k| (format!("{r:?}"), format!("{k:?}")))
+            }),
+    )
+    .collect();
     /// Per row: each round's median and p99, and every sample of every round.
     #[derive(Clone, Default)]
     struct Cell {
@@ -325,8 +363,9 @@ fn main() {
             index += 1;
         };
         let seed = 1_000 * round as u64;
-        record(measure_floor(ops, false, seed));
-        record(measure_floor(ops, true, seed));
+        record(measure_floor(ops, Floor::ThreadWake, seed));
+        record(measure_floor(ops, Floor::SameThread, seed));
+        record(measure_floor(ops, Floor::SmolTask, seed));
         for runtime in [Runtime::Blocking, Runtime::Smol] {
             for (n, kind) in [Kind::CardAnswer, Kind::Continue, Kind::Interrupt]
                 .into_iter()
@@ -334,7 +373,11 @@ fn main() {
             {
                 let seed = seed + 7 + n as u64;
                 record(if control {
-                    measure_floor(ops, runtime == Runtime::Smol, seed)
+                    let floor = match runtime {
+                        Runtime::Blocking => Floor::ThreadWake,
+                        Runtime::Smol => Floor::SameThread,
+                    };
+                    measure_floor(ops, floor, seed)
                 } else {
                     measure(runtime, kind, ops, tick, seed)
                 });

@@ -140,7 +140,11 @@ def test_the_operation_handle_interrupts_from_another_thread(registry):
 
 CTRL_C_CHILD = textwrap.dedent(
     """
-    import json, sys, threading, time
+    import json, signal, sys, threading, time
+    # Python turns Ctrl-C into KeyboardInterrupt only when it starts with SIGINT at its default,
+    # which a job started in the background without job control (a CI step) does not: the
+    # child takes the handler a terminal's Python would have.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.path.insert(0, sys.argv[1])
     if sys.argv[2] == "imported-on-a-thread":
         # The module is first imported on another thread; Ctrl-C still reaches the main one.

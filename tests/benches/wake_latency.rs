@@ -2,7 +2,8 @@
 //! from another thread at a random moment of a 1 s tick, to the tool result in the waiting
 //! caller's hand.
 //!
-//! `cargo bench -p connop-tests --bench wake_latency [-- [--control] OPS [ROUNDS [TICK_MS]]]`
+//! `cargo bench -p connop-tests --bench wake_latency [-- [--control] [--tail] OPS [ROUNDS
+//! [TICK_MS]]]`
 //!
 //! OPS operations (default 500) start together, each on a 1 s tick (or TICK_MS) with one target that
 //! never completes (so each is parked between reads); each gets its input at a random moment
@@ -28,6 +29,15 @@
 //! The `call` column is the median time the input's own call took on the answering thread
 //! (for a floor row, the channel send that wakes the thread): the part of the latency spent
 //! before, and while, it woke the other.
+//!
+//! The `polled` column splits a smol row where the executor hands over to connop: from the
+//! input to the executor's last poll of the waiting task (the one that returns the result),
+//! median / p99. What comes before it is the answering thread's call and the executor's way
+//! back from its park; what comes after it is the driver's step and the result, on the
+//! executor's thread. (Taking that instant adds one clock read to each poll of a smol row's
+//! task, about 20 ns.) `--tail` prints every row's percentiles (p50 p75 p90 p95 p99 p99.5 of
+//! all rounds' samples), and a smol row's `polled` ones under them: the whole shape of the
+//! tail, not only its 99th percentile.
 
 use connop_blocking::{Interrupt, OpHandle, SharedRegistry, ToolContext};
 use connop_core::card::CardAnswer;
@@ -36,6 +46,7 @@ use connop_core::tool_gateway::{AsyncToolGateway, BlockingToolGateway};
 use connop_fixtures::random::Rng;
 use connop_fixtures::{ScriptedToolGateway, SharedToolGateway};
 use serde_json::json;
+use std::future::{Future, poll_fn};
 use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -63,7 +74,9 @@ fn measure(runtime: Runtime, kind: Kind, ops: usize, tick: Duration, seed: u64) 
     let gateway = SharedToolGateway::new(ScriptedToolGateway::new());
     let registry = SharedRegistry::new("/bench/.connop");
     let (parked_tx, parked_rx) = channel::<(usize, Parked)>();
-    let (done_tx, done_rx) = channel::<(usize, Instant)>();
+    // The operation, when its result was in hand, and (smol) when the executor last polled
+    // the task that awaited it.
+    let (done_tx, done_rx) = channel::<(usize, Instant, Option<Instant>)>();
     let args = json!({"action": "connect", "connectors": ["gmail"]});
 
     let contexts: Vec<_> = (0..ops)
@@ -106,7 +119,7 @@ fn measure(runtime: Runtime, kind: Kind, ops: usize, tick: Duration, seed: u64) 
                         .spawn(move || {
                             let result = connop_blocking::manage_connections(&args, &ctx);
                             // In hand: freeing it is the host's later work.
-                            let _ = done_tx.send((i, Instant::now()));
+                            let _ = done_tx.send((i, Instant::now(), None));
                             drop(result);
                         })
                         .expect("spawn"),
@@ -135,8 +148,15 @@ fn measure(runtime: Runtime, kind: Kind, ops: usize, tick: Duration, seed: u64) 
                     .map(|(i, ctx)| {
                         let (args, done_tx) = (args.clone(), done_tx.clone());
                         executor.spawn(async move {
-                            let result = connop_smol::manage_connections(&args, &ctx).await;
-                            let _ = done_tx.send((i, Instant::now()));
+                            let mut call =
+                                std::pin::pin!(connop_smol::manage_connections(&args, &ctx));
+                            let mut polled = Instant::now();
+                            let result = poll_fn(|cx| {
+                                polled = Instant::now();
+                                call.as_mut().poll(cx)
+                            })
+                            .await;
+                            let _ = done_tx.send((i, Instant::now(), Some(polled)));
                             drop(result);
                         })
                     })
@@ -173,6 +193,7 @@ fn measure(runtime: Runtime, kind: Kind, ops: usize, tick: Duration, seed: u64) 
     plan.sort();
     let mut latencies = Vec::with_capacity(ops);
     let mut calls = Vec::with_capacity(ops);
+    let mut polls = Vec::new();
     for (at, i) in plan {
         let now = Instant::now();
         if at > now {
@@ -191,16 +212,23 @@ fn measure(runtime: Runtime, kind: Kind, ops: usize, tick: Duration, seed: u64) 
             Kind::Interrupt => p.interrupt.trigger(),
         }
         calls.push(sent.elapsed());
-        let (j, returned) = done_rx
+        let (j, returned, polled) = done_rx
             .recv_timeout(Duration::from_secs(10))
             .expect("the result comes back");
         assert_eq!(i, j, "the result of the operation just answered");
         latencies.push(returned.saturating_duration_since(sent));
+        if let Some(polled) = polled {
+            polls.push(polled.saturating_duration_since(sent));
+        }
     }
     for worker in workers {
         worker.join().expect("worker");
     }
-    Samples { latencies, calls }
+    Samples {
+        latencies,
+        calls,
+        polls,
+    }
 }
 
 /// One row's samples of one round: input to result, and how long the input's own call took
@@ -209,6 +237,8 @@ fn measure(runtime: Runtime, kind: Kind, ops: usize, tick: Duration, seed: u64) 
 struct Samples {
     latencies: Vec<Duration>,
     calls: Vec<Duration>,
+    /// Smol rows only: input to the executor's last poll of the waiting task.
+    polls: Vec<Duration>,
 }
 
 /// Which floor: what wakes, with no operation at all.
@@ -294,7 +324,11 @@ fn measure_floor(ops: usize, floor: Floor, seed: u64) -> Samples {
     for worker in workers {
         worker.join().expect("worker");
     }
-    Samples { latencies, calls }
+    Samples {
+        latencies,
+        calls,
+        polls: Vec::new(),
+    }
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -304,6 +338,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 fn main() {
     let control = std::env::args().any(|a| a == "--control");
+    let tail = std::env::args().any(|a| a == "--tail");
     let mut numbers = std::env::args()
         .skip(1)
         .filter_map(|a| a.parse::<usize>().ok());
@@ -345,15 +380,28 @@ fn main() {
         all: Vec<Duration>,
         /// Each round's median of the input's own call.
         calls: Vec<f64>,
+        /// Smol rows: each round's median and p99 of the input to the waiting task's last
+        /// poll, and every such sample.
+        poll_medians: Vec<f64>,
+        poll_p99s: Vec<f64>,
+        polls: Vec<Duration>,
     }
     let mut cells: Vec<Cell> = vec![Cell::default(); rows.len()];
     for round in 0..rounds {
         let mut index = 0;
         let mut record = |samples: Samples| {
-            let (mut lat, mut calls) = (samples.latencies, samples.calls);
+            let (mut lat, mut calls, mut polls) = (samples.latencies, samples.calls, samples.polls);
             lat.sort();
             calls.sort();
+            polls.sort();
             let cell = &mut cells[index];
+            if !polls.is_empty() {
+                cell.poll_medians
+                    .push(percentile(&polls, 50.0).as_secs_f64() * 1e6);
+                cell.poll_p99s
+                    .push(percentile(&polls, 99.0).as_secs_f64() * 1e6);
+                cell.polls.extend(polls);
+            }
             cell.calls
                 .push(percentile(&calls, 50.0).as_secs_f64() * 1e6);
             cell.medians
@@ -388,22 +436,45 @@ fn main() {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
+    let micros = |d: Duration| d.as_secs_f64() * 1e6;
+    let shape = |sorted: &[Duration]| -> String {
+        [50.0, 75.0, 90.0, 95.0, 99.0, 99.5]
+            .map(|p| format!("{:.1}", micros(percentile(sorted, p))))
+            .join(" ")
+    };
     println!(
-        "{:<9} {:<12} {:>10} {:>10} {:>10} {:>10}   p99 per round",
-        "runtime", "input", "median", "p99", "all p99", "call"
+        "{:<9} {:<12} {:>10} {:>10} {:>10} {:>10} {:>15}   p99 per round",
+        "runtime", "input", "median", "p99", "all p99", "call", "polled"
     );
     for ((name, input), cell) in rows.iter().zip(cells.iter_mut()) {
         let each: Vec<String> = cell.p99s.iter().map(|p| format!("{p:.0}")).collect();
         cell.all.sort();
+        cell.polls.sort();
+        let polled = if cell.polls.is_empty() {
+            "—".to_owned()
+        } else {
+            format!(
+                "{:.1} / {:.1}µs",
+                median(&mut cell.poll_medians),
+                median(&mut cell.poll_p99s)
+            )
+        };
         println!(
-            "{:<9} {:<12} {:>8.1}µs {:>8.1}µs {:>8.1}µs {:>8.1}µs   [{}]",
+            "{:<9} {:<12} {:>8.1}µs {:>8.1}µs {:>8.1}µs {:>8.1}µs {:>15}   [{}]",
             name,
             input,
             median(&mut cell.medians),
             median(&mut cell.p99s),
-            percentile(&cell.all, 99.0).as_secs_f64() * 1e6,
+            micros(percentile(&cell.all, 99.0)),
             median(&mut cell.calls),
+            polled,
             each.join(" ")
         );
+        if tail {
+            println!("{:<22} p50 p75 p90 p95 p99 p99.5: {}", "", shape(&cell.all));
+            if !cell.polls.is_empty() {
+                println!("{:<22} polled, the same:        {}", "", shape(&cell.polls));
+            }
+        }
     }
 }

@@ -36,8 +36,8 @@
 //! back from its park; what comes after it is the driver's step and the result, on the
 //! executor's thread. (Taking that instant adds one clock read to each poll of a smol row's
 //! task, about 20 ns.) `--tail` prints every row's percentiles (p50 p75 p90 p95 p99 p99.5 of
-//! all rounds' samples), and a smol row's `polled` ones under them: the whole shape of the
-//! tail, not only its 99th percentile.
+//! all rounds' samples), and under a smol row those of `polled` and of the time from that poll
+//! to the result: the whole shape of the tail, not only its 99th percentile.
 
 use connop_blocking::{Interrupt, OpHandle, SharedRegistry, ToolContext};
 use connop_core::card::CardAnswer;
@@ -193,7 +193,7 @@ fn measure(runtime: Runtime, kind: Kind, ops: usize, tick: Duration, seed: u64) 
     plan.sort();
     let mut latencies = Vec::with_capacity(ops);
     let mut calls = Vec::with_capacity(ops);
-    let mut polls = Vec::new();
+    let (mut polls, mut afters) = (Vec::new(), Vec::new());
     for (at, i) in plan {
         let now = Instant::now();
         if at > now {
@@ -219,6 +219,7 @@ fn measure(runtime: Runtime, kind: Kind, ops: usize, tick: Duration, seed: u64) 
         latencies.push(returned.saturating_duration_since(sent));
         if let Some(polled) = polled {
             polls.push(polled.saturating_duration_since(sent));
+            afters.push(returned.saturating_duration_since(polled));
         }
     }
     for worker in workers {
@@ -228,6 +229,7 @@ fn measure(runtime: Runtime, kind: Kind, ops: usize, tick: Duration, seed: u64) 
         latencies,
         calls,
         polls,
+        afters,
     }
 }
 
@@ -239,6 +241,8 @@ struct Samples {
     calls: Vec<Duration>,
     /// Smol rows only: input to the executor's last poll of the waiting task.
     polls: Vec<Duration>,
+    /// Smol rows only: that poll to the result in hand.
+    afters: Vec<Duration>,
 }
 
 /// Which floor: what wakes, with no operation at all.
@@ -328,6 +332,7 @@ fn measure_floor(ops: usize, floor: Floor, seed: u64) -> Samples {
         latencies,
         calls,
         polls: Vec::new(),
+        afters: Vec::new(),
     }
 }
 
@@ -385,12 +390,15 @@ fn main() {
         poll_medians: Vec<f64>,
         poll_p99s: Vec<f64>,
         polls: Vec<Duration>,
+        /// Smol rows: every sample's time from that poll to the result in hand.
+        afters: Vec<Duration>,
     }
     let mut cells: Vec<Cell> = vec![Cell::default(); rows.len()];
     for round in 0..rounds {
         let mut index = 0;
         let mut record = |samples: Samples| {
             let (mut lat, mut calls, mut polls) = (samples.latencies, samples.calls, samples.polls);
+            cells[index].afters.extend(samples.afters);
             lat.sort();
             calls.sort();
             polls.sort();
@@ -450,6 +458,7 @@ fn main() {
         let each: Vec<String> = cell.p99s.iter().map(|p| format!("{p:.0}")).collect();
         cell.all.sort();
         cell.polls.sort();
+        cell.afters.sort();
         let polled = if cell.polls.is_empty() {
             "—".to_owned()
         } else {
@@ -474,6 +483,11 @@ fn main() {
             println!("{:<22} p50 p75 p90 p95 p99 p99.5: {}", "", shape(&cell.all));
             if !cell.polls.is_empty() {
                 println!("{:<22} polled, the same:        {}", "", shape(&cell.polls));
+                println!(
+                    "{:<22} the poll to the result:  {}",
+                    "",
+                    shape(&cell.afters)
+                );
             }
         }
     }

@@ -336,6 +336,10 @@ fn measure_floor(ops: usize, floor: Floor, seed: u64) -> Samples {
     }
 }
 
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let rank = ((p / 100.0) * (sorted.len() as f64 - 1.0)).round() as usize;
     sorted[rank.min(sorted.len() - 1)]
@@ -398,23 +402,19 @@ fn main() {
         let mut index = 0;
         let mut record = |samples: Samples| {
             let (mut lat, mut calls, mut polls) = (samples.latencies, samples.calls, samples.polls);
-            cells[index].afters.extend(samples.afters);
             lat.sort();
             calls.sort();
             polls.sort();
             let cell = &mut cells[index];
             if !polls.is_empty() {
-                cell.poll_medians
-                    .push(percentile(&polls, 50.0).as_secs_f64() * 1e6);
-                cell.poll_p99s
-                    .push(percentile(&polls, 99.0).as_secs_f64() * 1e6);
+                cell.poll_medians.push(micros(percentile(&polls, 50.0)));
+                cell.poll_p99s.push(micros(percentile(&polls, 99.0)));
                 cell.polls.extend(polls);
+                cell.afters.extend(samples.afters);
             }
-            cell.calls
-                .push(percentile(&calls, 50.0).as_secs_f64() * 1e6);
-            cell.medians
-                .push(percentile(&lat, 50.0).as_secs_f64() * 1e6);
-            cell.p99s.push(percentile(&lat, 99.0).as_secs_f64() * 1e6);
+            cell.calls.push(micros(percentile(&calls, 50.0)));
+            cell.medians.push(micros(percentile(&lat, 50.0)));
+            cell.p99s.push(micros(percentile(&lat, 99.0)));
             cell.all.extend(lat);
             index += 1;
         };
@@ -444,7 +444,6 @@ fn main() {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    let micros = |d: Duration| d.as_secs_f64() * 1e6;
     let shape = |sorted: &[Duration]| -> String {
         [50.0, 75.0, 90.0, 95.0, 99.0, 99.5]
             .map(|p| format!("{:.1}", micros(percentile(sorted, p))))

@@ -10,7 +10,7 @@
 //! between 0.5 s and 1.5 s after its card, one input at a time, and records when its result
 //! came back. The other operations stay parked and keep ticking meanwhile.
 //!
-//! Three floor rows show what this machine alone costs, with no operation at all:
+//! Four floor rows show what this machine alone costs, with no operation at all:
 //! `thread wake` wakes OPS bare threads parked on a channel, each once, as the blocking runtime
 //! wakes each operation's own long-asleep thread; `same thread` wakes one thread OPS times, as
 //! the smol runtime wakes its one executor thread. The gap between the two is the price of a
@@ -19,7 +19,10 @@
 //! `smol::block_on` as the smol runtime's is: the executor's own way back from its park
 //! (reactor notify, poller wake, task schedule), with no operation in it. What a smol row
 //! costs beyond `smol task` is connop's; what `smol task` costs beyond `same thread` is the
-//! executor's.
+//! executor's. `reactor` splits that last part: one thread blocked in smol's own poller (epoll
+//! on Linux), woken OPS times through its notifier (an eventfd), with no executor on it. What
+//! `reactor` costs beyond `same thread` is the kernel's price for parking in a reactor rather
+//! than on a futex; what `smol task` costs beyond `reactor` is the executor's own code.
 //!
 //! `--control` measures each runtime row as one more floor instead (a blocking row as a
 //! thread-wake floor, a smol row as a same-thread floor, each with the row's own seed): what
@@ -255,6 +258,10 @@ enum Floor {
     /// One task on a smol executor (its thread parked as the smol runtime's is), awaiting a
     /// channel, woken OPS times: the executor's own way back from its park.
     SmolTask,
+    /// One thread blocked in the reactor's own poller (epoll on Linux), woken OPS times by
+    /// its notifier (an eventfd), with no executor at all: what the kernel alone charges a
+    /// thread parked in a reactor, as smol's executor thread is, over one parked on a futex.
+    Reactor,
 }
 
 /// A floor: the same pattern with no operation at all. Each of OPS inputs wakes a thread
@@ -262,6 +269,9 @@ enum Floor {
 fn measure_floor(ops: usize, floor: Floor, seed: u64) -> Samples {
     let (done_tx, done_rx) = channel::<(usize, Instant)>();
     let threads = if floor == Floor::ThreadWake { ops } else { 1 };
+    if floor == Floor::Reactor {
+        return measure_reactor_floor(ops, seed);
+    }
     let mut senders: Vec<Box<dyn Fn(usize)>> = Vec::with_capacity(threads);
     let mut workers = Vec::with_capacity(threads);
     for _ in 0..threads {
@@ -336,6 +346,78 @@ fn measure_floor(ops: usize, floor: Floor, seed: u64) -> Samples {
     }
 }
 
+/// [`Floor::Reactor`]: the same plan, each input a notify of a poller whose one thread waits
+/// in it.
+fn measure_reactor_floor(ops: usize, seed: u64) -> Samples {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    const CLOSED: usize = usize::MAX;
+    let poller = Arc::new(polling::Poller::new().expect("a poller"));
+    // The input last sent; the worker reads it when the poller wakes it.
+    let input = Arc::new(AtomicUsize::new(CLOSED - 1));
+    let (done_tx, done_rx) = channel::<(usize, Instant)>();
+    let worker = {
+        let (poller, input) = (poller.clone(), input.clone());
+        std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                let mut events = polling::Events::new();
+                let mut last = CLOSED - 1;
+                loop {
+                    events.clear();
+                    poller.wait(&mut events, None).expect("wait");
+                    let woke = Instant::now();
+                    match input.load(Ordering::Acquire) {
+                        CLOSED => return,
+                        i if i != last => {
+                            last = i;
+                            let _ = done_tx.send((i, woke));
+                        }
+                        // Woken with nothing new (a notify already consumed): wait again.
+                        _ => {}
+                    }
+                }
+            })
+            .expect("spawn")
+    };
+    let start = Instant::now();
+    let mut rng = Rng::new(seed);
+    let mut plan: Vec<(Instant, usize)> = (0..ops)
+        .map(|i| {
+            (
+                start + Duration::from_millis(500) + rng.millis_below(Duration::from_secs(1)),
+                i,
+            )
+        })
+        .collect();
+    plan.sort();
+    let mut latencies = Vec::with_capacity(ops);
+    let mut calls = Vec::with_capacity(ops);
+    for (at, i) in plan {
+        let now = Instant::now();
+        if at > now {
+            std::thread::sleep(at - now);
+        }
+        let sent = Instant::now();
+        input.store(i, Ordering::Release);
+        poller.notify().expect("notify");
+        calls.push(sent.elapsed());
+        let (j, woke) = done_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("wakes");
+        assert_eq!(i, j);
+        latencies.push(woke.saturating_duration_since(sent));
+    }
+    input.store(CLOSED, Ordering::Release);
+    poller.notify().expect("notify");
+    worker.join().expect("worker");
+    Samples {
+        latencies,
+        calls,
+        polls: Vec::new(),
+        afters: Vec::new(),
+    }
+}
+
 fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
@@ -369,6 +451,7 @@ fn main() {
         ("floor", "thread wake"),
         ("floor", "same thread"),
         ("floor", "smol task"),
+        ("floor", "reactor"),
     ]
     .map(|(a, b)| (a.to_owned(), b.to_owned()))
     .into_iter()
@@ -422,6 +505,7 @@ fn main() {
         record(measure_floor(ops, Floor::ThreadWake, seed));
         record(measure_floor(ops, Floor::SameThread, seed));
         record(measure_floor(ops, Floor::SmolTask, seed));
+        record(measure_floor(ops, Floor::Reactor, seed));
         for runtime in [Runtime::Blocking, Runtime::Smol] {
             for (n, kind) in [Kind::CardAnswer, Kind::Continue, Kind::Interrupt]
                 .into_iter()

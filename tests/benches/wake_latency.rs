@@ -269,15 +269,16 @@ enum Floor {
 fn measure_floor(ops: usize, floor: Floor, seed: u64) -> Samples {
     let (done_tx, done_rx) = channel::<(usize, Instant)>();
     let threads = if floor == Floor::ThreadWake { ops } else { 1 };
-    if floor == Floor::Reactor {
-        return measure_reactor_floor(ops, seed);
-    }
     let mut senders: Vec<Box<dyn Fn(usize)>> = Vec::with_capacity(threads);
     let mut workers = Vec::with_capacity(threads);
     for _ in 0..threads {
         let done_tx = done_tx.clone();
         let worker = std::thread::Builder::new().stack_size(256 * 1024);
-        if floor == Floor::SmolTask {
+        if floor == Floor::Reactor {
+            let (sender, worker) = reactor_floor(done_tx, worker);
+            senders.push(Box::new(move |i| sender.send(i)));
+            workers.push(worker);
+        } else if floor == Floor::SmolTask {
             let (tx, rx) = smol::channel::unbounded::<usize>();
             senders.push(Box::new(move |i| tx.try_send(i).expect("parked")));
             workers.push(
@@ -346,76 +347,60 @@ fn measure_floor(ops: usize, floor: Floor, seed: u64) -> Samples {
     }
 }
 
-/// [`Floor::Reactor`]: the same plan, each input a notify of a poller whose one thread waits
-/// in it.
-fn measure_reactor_floor(ops: usize, seed: u64) -> Samples {
+/// [`Floor::Reactor`]'s input: the input last sent, and the poller its one thread waits in.
+/// Dropped, it tells that thread to end.
+struct ReactorInput {
+    poller: Arc<polling::Poller>,
+    input: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// The input that ends [`Floor::Reactor`]'s thread (no input has this index).
+const REACTOR_CLOSED: usize = usize::MAX;
+
+impl ReactorInput {
+    fn send(&self, i: usize) {
+        self.input.store(i, std::sync::atomic::Ordering::Release);
+        self.poller.notify().expect("notify");
+    }
+}
+
+impl Drop for ReactorInput {
+    fn drop(&mut self) {
+        self.send(REACTOR_CLOSED);
+    }
+}
+
+/// [`Floor::Reactor`]: one thread waits in a poller; each input is a notify, after which the
+/// thread reads which input it was.
+fn reactor_floor(
+    done_tx: std::sync::mpsc::Sender<(usize, Instant)>,
+    worker: std::thread::Builder,
+) -> (ReactorInput, std::thread::JoinHandle<()>) {
     use std::sync::atomic::{AtomicUsize, Ordering};
-    const CLOSED: usize = usize::MAX;
     let poller = Arc::new(polling::Poller::new().expect("a poller"));
-    // The input last sent; the worker reads it when the poller wakes it.
-    let input = Arc::new(AtomicUsize::new(CLOSED - 1));
-    let (done_tx, done_rx) = channel::<(usize, Instant)>();
-    let worker = {
-        let (poller, input) = (poller.clone(), input.clone());
-        std::thread::Builder::new()
-            .stack_size(256 * 1024)
-            .spawn(move || {
-                let mut events = polling::Events::new();
-                let mut last = CLOSED - 1;
-                loop {
-                    events.clear();
-                    poller.wait(&mut events, None).expect("wait");
-                    let woke = Instant::now();
-                    match input.load(Ordering::Acquire) {
-                        CLOSED => return,
-                        i if i != last => {
-                            last = i;
-                            let _ = done_tx.send((i, woke));
-                        }
-                        // Woken with nothing new (a notify already consumed): wait again.
-                        _ => {}
+    let input = Arc::new(AtomicUsize::new(REACTOR_CLOSED - 1));
+    let (poller2, input2) = (poller.clone(), input.clone());
+    let worker = worker
+        .spawn(move || {
+            let mut events = polling::Events::new();
+            let mut last = REACTOR_CLOSED - 1;
+            loop {
+                events.clear();
+                poller2.wait(&mut events, None).expect("wait");
+                let woke = Instant::now();
+                match input2.load(Ordering::Acquire) {
+                    REACTOR_CLOSED => return,
+                    i if i != last => {
+                        last = i;
+                        let _ = done_tx.send((i, woke));
                     }
+                    // Woken with nothing new (a notify already consumed): wait again.
+                    _ => {}
                 }
-            })
-            .expect("spawn")
-    };
-    let start = Instant::now();
-    let mut rng = Rng::new(seed);
-    let mut plan: Vec<(Instant, usize)> = (0..ops)
-        .map(|i| {
-            (
-                start + Duration::from_millis(500) + rng.millis_below(Duration::from_secs(1)),
-                i,
-            )
+            }
         })
-        .collect();
-    plan.sort();
-    let mut latencies = Vec::with_capacity(ops);
-    let mut calls = Vec::with_capacity(ops);
-    for (at, i) in plan {
-        let now = Instant::now();
-        if at > now {
-            std::thread::sleep(at - now);
-        }
-        let sent = Instant::now();
-        input.store(i, Ordering::Release);
-        poller.notify().expect("notify");
-        calls.push(sent.elapsed());
-        let (j, woke) = done_rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("wakes");
-        assert_eq!(i, j);
-        latencies.push(woke.saturating_duration_since(sent));
-    }
-    input.store(CLOSED, Ordering::Release);
-    poller.notify().expect("notify");
-    worker.join().expect("worker");
-    Samples {
-        latencies,
-        calls,
-        polls: Vec::new(),
-        afters: Vec::new(),
-    }
+        .expect("spawn");
+    (ReactorInput { poller, input }, worker)
 }
 
 fn micros(d: Duration) -> f64 {

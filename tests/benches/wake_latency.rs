@@ -354,8 +354,10 @@ struct ReactorInput {
     input: Arc<std::sync::atomic::AtomicUsize>,
 }
 
-/// The input that ends [`Floor::Reactor`]'s thread (no input has this index).
+/// The input that ends [`Floor::Reactor`]'s thread, and the one it starts from (no input has
+/// either index).
 const REACTOR_CLOSED: usize = usize::MAX;
+const REACTOR_NONE: usize = usize::MAX - 1;
 
 impl ReactorInput {
     fn send(&self, i: usize) {
@@ -378,12 +380,12 @@ fn reactor_floor(
 ) -> (ReactorInput, std::thread::JoinHandle<()>) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let poller = Arc::new(polling::Poller::new().expect("a poller"));
-    let input = Arc::new(AtomicUsize::new(REACTOR_CLOSED - 1));
+    let input = Arc::new(AtomicUsize::new(REACTOR_NONE));
     let (poller2, input2) = (poller.clone(), input.clone());
     let worker = worker
         .spawn(move || {
             let mut events = polling::Events::new();
-            let mut last = REACTOR_CLOSED - 1;
+            let mut last = REACTOR_NONE;
             loop {
                 events.clear();
                 poller2.wait(&mut events, None).expect("wait");

@@ -24,7 +24,7 @@ use connop_core::flow::Surface;
 use connop_core::tool_gateway::BlockingToolGateway;
 use connop_fixtures::load::{LoadArgs, card_counter, connect_args, settled_as};
 use connop_fixtures::measure::{
-    Counting, Figures, heap, memory, memory_latency_ns, process_cpu, threads_cpu,
+    Counting, Figures, Goals, heap, memory, memory_latency_ns, process_cpu, threads_cpu,
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -131,6 +131,7 @@ fn main() {
         ),
         ops,
         park_secs,
+        Goals::thread_per_operation(ops),
     );
 
     // Idle baseline: the main thread sleeps.

@@ -22,7 +22,7 @@ use connop_core::flow::Surface;
 use connop_core::tool_gateway::AsyncToolGateway;
 use connop_fixtures::load::{LoadArgs, card_counter, connect_args, settled_as};
 use connop_fixtures::measure::{
-    Counting, Figures, heap, memory, memory_latency_ns, process_cpu, threads_cpu,
+    Counting, Figures, Goals, heap, memory, memory_latency_ns, process_cpu, threads_cpu,
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -110,6 +110,7 @@ fn main() {
             ),
             ops,
             park_secs,
+            Goals::one_executor(ops),
         );
 
         // Idle baseline: the executor and reactor with nothing but one timer.

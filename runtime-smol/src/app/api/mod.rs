@@ -24,7 +24,7 @@ mod sessions;
 pub use error::ApiError;
 
 use crate::app::net::serve_connections;
-use crate::app::store::{self, Database, RunSignals, Store, StoreError};
+use crate::app::store::{self, Database, Guarded, RunSignals, Store, StoreError};
 use crate::app::sync::{Count, CountGuard};
 use connop_blocking::SystemClock;
 use connop_core::run::{RunChange, SHUTDOWN_ERROR};
@@ -62,7 +62,7 @@ pub const DEFAULT_MAX_BODY: usize = 1 << 20;
 
 /// The API's state.
 pub struct Api {
-    store: Arc<dyn Store>,
+    store: Arc<Guarded>,
     /// Event-stream wake-ups and the stop switches of the turns running here.
     signals: Arc<RunSignals>,
     executor: TurnExecutor,

@@ -11,6 +11,7 @@ use connop_smol::app::cli::serve::{ServeOptions, check_exposure, check_sim_expos
 use connop_smol::app::cli::sim_gateway::run_sim_tool_gateway;
 use connop_smol::app::cli::{lease, profile, seconds, tick, watch_signals};
 use connop_smol::app::error::{AppError, UsageError};
+use connop_smol::app::escape::{Lines, escape_controls};
 use connop_smol::app::rpc::{DEFAULT_MAX_OUTPUT, RpcConfig};
 use connop_smol::app::sim_gateway::SimOptions;
 use connop_smol::app::store::Database;
@@ -396,8 +397,11 @@ fn main() -> ExitCode {
     match started {
         Ok(code) => ExitCode::from(code),
         Err(error) => {
-            // Not `eprintln!`: with stderr gone the exit code still tells.
-            let _ = writeln!(std::io::stderr(), "connop: {error}");
+            // Not `eprintln!`: with stderr gone the exit code still tells. An error may quote
+            // what a peer or a tool gateway sent: shown, never obeyed by the terminal.
+            let line = error.to_string();
+            let line = escape_controls(&line, Lines::One);
+            let _ = writeln!(std::io::stderr(), "connop: {line}");
             ExitCode::from(error.exit_code())
         }
     }

@@ -42,6 +42,9 @@ pub enum ApiError {
     /// The body is not a JSON object.
     #[error("Invalid JSON")]
     InvalidJson,
+    /// A path or a body holding a NUL character, which no store keeps.
+    #[error("Text may not hold the NUL character (U+0000)")]
+    NulCharacter,
     /// `?limit=` that is not a positive integer.
     #[error("limit must be a positive integer, not {0:?}")]
     InvalidLimit(String),
@@ -107,6 +110,7 @@ impl ApiError {
             }
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::InvalidJson
+            | ApiError::NulCharacter
             | ApiError::InvalidLimit(_)
             | ApiError::InvalidCursor(_)
             | ApiError::MissingInput
@@ -131,6 +135,7 @@ impl ApiError {
             ApiError::NoRoute { .. } => "not_found",
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
             ApiError::InvalidJson => "invalid_json",
+            ApiError::NulCharacter => "nul_character",
             ApiError::InvalidLimit(_) => "invalid_limit",
             ApiError::InvalidCursor(_) => "invalid_cursor",
             ApiError::BodyTooLarge { .. } => "body_too_large",

@@ -143,8 +143,10 @@ impl Api {
     /// Applies a change the run must not lose; the run as it stands after, if the store
     /// took it. While the store is away the change waits for it to come back (the run's turn
     /// holds its place as running here meanwhile, so nothing else ends the run first); a
-    /// change the store refuses is tried [`PERSIST_TRIES`] times. Each failure is logged once.
-    async fn persist(&self, run_id: &str, change: RunChange<'_>) -> Option<Run> {
+    /// change the store refuses is tried [`PERSIST_TRIES`] times, then the run is ended
+    /// `interrupted` with [`STORE_FAILED_ERROR`] instead. Each failure is logged once.
+    async fn persist(&self, run_id: &str, mut change: RunChange<'_>) -> Option<Run> {
+        let fallback = RunChange::Interrupt(STORE_FAILED_ERROR);
         let mut refused = 0;
         let mut waited = false;
         loop {
@@ -182,7 +184,11 @@ impl Api {
                         tries = refused,
                         "run could not be stored: the store refused the change",
                     );
-                    return None;
+                    if change == fallback {
+                        return None;
+                    }
+                    // The run still ends: as the store's failure.
+                    (change, refused) = (fallback, 0);
                 }
             }
             smol::Timer::after(PERSIST_BACKOFF).await;

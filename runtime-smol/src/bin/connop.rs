@@ -48,8 +48,9 @@ enum Command {
     ///
     /// One JSON object per line. Each transport (stdio, or one accepted connection) owns the
     /// sessions it creates; requests on a transport are served concurrently. SIGINT, SIGTERM,
-    /// or EOF of stdin (when stdio is served) settle every open operation `interrupt`, answer
-    /// every pending request, and exit 0. Once everything is bound, each server says
+    /// SIGHUP, or EOF of stdin (when stdio is served) settle every open operation
+    /// `interrupt`, answer every pending request, end the active runs and their agent
+    /// commands, and exit 0. Once everything is bound, each server says
     /// `listening <scheme>://<addr>` on stderr, in this order: the embedded tool gateway (with
     /// CONNECTOR_GATEWAY_URL unset), each --listen as given, then --http.
     #[command(name = "gateway", after_help = ENVIRONMENT)]

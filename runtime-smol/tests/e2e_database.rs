@@ -320,3 +320,40 @@ fn a_database_stopped_mid_run_ends_the_runs_and_their_agents_and_work_resumes_wh
     assert_eq!(status.code(), Some(0));
     let _ = std::fs::remove_dir_all(home);
 }
+
+#[test]
+#[cfg_attr(
+    not(connop_postgres_server_tests),
+    ignore = "install the distribution's postgresql package to run the tests that own a server"
+)]
+fn a_frozen_database_is_given_up_on_within_the_timeouts_then_answered_503_at_once() {
+    let cluster = Cluster::start();
+    let home = scratch("frozen");
+    let url = cluster.superuser_url();
+    let mut command = gateway(&home, &url, &["--replica-id", "frozen"]);
+    let api = Api::listening(spawn_announcing(&mut command), &[]);
+    api.create_session("before", "t", "desktop");
+
+    cluster.freeze();
+    // A statement on a pooled connection, then a check on a fresh one: each has its timeout.
+    let (status, body, took) = timed(&api, "GET", "/api/sessions", None);
+    assert_eq!(status, 503, "{body}");
+    assert!(took < Duration::from_secs(15), "answered after {took:?}");
+    said(&api, "the outage", |l| {
+        l.contains("the store is unavailable")
+    });
+    for _ in 0..3 {
+        let (status, _, took) = timed(&api, "GET", "/api/sessions", None);
+        assert_eq!(status, 503);
+        assert!(took < Duration::from_secs(2), "answered after {took:?}");
+    }
+
+    cluster.thaw();
+    said(&api, "the store's return", |l| {
+        l.contains("the store is available again")
+    });
+    let (status, listed, _) = timed(&api, "GET", "/api/sessions", None);
+    assert_eq!(status, 200, "{listed}");
+    assert_eq!(listed["sessions"][0]["session_id"], "before");
+    let _ = std::fs::remove_dir_all(home);
+}

@@ -296,7 +296,17 @@ fn sighup_settles_like_sigterm_and_ends_the_agent_commands() {
 fn a_sigterm_sent_the_moment_the_first_listening_line_is_out_ends_the_gateway_with_0() {
     // The first line is the embedded tool gateway's; the JSON-RPC listener and the HTTP API
     // (its store opened) come after it. Whoever read a `listening` line may signal at once.
-    let gw = Gateway::start(&["--listen", "tcp:127.0.0.1:0", "--http", "127.0.0.1:0"]);
+    // A home of its own: the user's `~/.connop` is no test's store.
+    let home = std::env::temp_dir().join(format!(
+        "connop-term-{}",
+        connop_smol::app::sync::random_hex(6)
+    ));
+    let mut command = connop();
+    command.env("CONNOP_HOME", &home);
+    let gw = Gateway::start_command(
+        command,
+        &["--listen", "tcp:127.0.0.1:0", "--http", "127.0.0.1:0"],
+    );
     let _first = gw.listening();
     let kill = std::process::Command::new("kill")
         .args(["-TERM", &gw.pid().to_string()])
@@ -306,6 +316,7 @@ fn a_sigterm_sent_the_moment_the_first_listening_line_is_out_ends_the_gateway_wi
     let (status, took) = gw.wait();
     assert!(status.success(), "{status:?}");
     assert!(took < Duration::from_secs(1), "exited after {took:?}");
+    let _ = std::fs::remove_dir_all(&home);
 }
 
 #[test]

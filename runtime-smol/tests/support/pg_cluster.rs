@@ -169,6 +169,58 @@ impl Cluster {
         );
     }
 
+    /// The server's processes: the postmaster (first line of `postmaster.pid`) and its
+    /// children.
+    fn processes(&self) -> Vec<i32> {
+        let pid_file =
+            std::fs::read_to_string(self.data().join("postmaster.pid")).unwrap_or_default();
+        let Some(main) = pid_file
+            .lines()
+            .next()
+            .and_then(|l| l.trim().parse::<i32>().ok())
+        else {
+            return Vec::new();
+        };
+        let mut pids = vec![main];
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            let parent = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<i32>().ok());
+            if parent == Some(main) {
+                pids.push(pid);
+            }
+        }
+        pids
+    }
+
+    fn signal_all(&self, signal: rustix::process::Signal) {
+        for pid in self.processes() {
+            if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+                let _ = rustix::process::kill_process(pid, signal);
+            }
+        }
+    }
+
+    /// Freezes the server (SIGSTOP to every process of it): connections are still accepted
+    /// by the kernel, and nothing answers.
+    pub fn freeze(&self) {
+        self.signal_all(rustix::process::Signal::STOP);
+    }
+
+    /// Lets a frozen server go on.
+    pub fn thaw(&self) {
+        self.signal_all(rustix::process::Signal::CONT);
+    }
+
     /// A URL of this server as `user` with `password`, on `database`.
     pub fn url(&self, user: &str, password: Option<&str>, database: &str) -> String {
         let auth = match password {
@@ -191,6 +243,8 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        // A frozen server would take no signal to stop.
+        self.thaw();
         let _ = self
             .command("pg_ctl")
             .arg("-D")

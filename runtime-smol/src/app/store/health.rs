@@ -305,3 +305,175 @@ impl Store for Guarded {
         self.guard(|s| s.leave())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::store::sqlite::SqliteStore;
+    use connop_core::run::RunStatus;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// The real SQLite store, made to fail as an unreachable server while `away` is set.
+    struct Failing {
+        inner: SqliteStore,
+        away: AtomicBool,
+    }
+
+    impl Failing {
+        fn call<'a, T: Send + 'a>(&'a self, call: StoreFuture<'a, T>) -> StoreFuture<'a, T> {
+            if self.away.load(Ordering::Acquire) {
+                return Box::pin(std::future::ready(Err(StoreError::Unreachable {
+                    target: "test".into(),
+                    source: std::io::ErrorKind::ConnectionRefused.into(),
+                })));
+            }
+            call
+        }
+    }
+
+    impl Store for Failing {
+        fn sessions<'a>(
+            &'a self,
+            after: Option<&'a SessionCursor>,
+            limit: u32,
+        ) -> StoreFuture<'a, SessionPage> {
+            self.call(self.inner.sessions(after, limit))
+        }
+        fn session<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<SessionRow>> {
+            self.call(self.inner.session(id))
+        }
+        fn create_session<'a>(&'a self, row: &'a SessionRow) -> StoreFuture<'a, bool> {
+            self.call(self.inner.create_session(row))
+        }
+        fn begin_turn<'a>(&'a self, m: &'a NewMessage<'a>) -> StoreFuture<'a, Vec<Message>> {
+            self.call(self.inner.begin_turn(m))
+        }
+        fn add_message<'a>(&'a self, m: &'a NewMessage<'a>) -> StoreFuture<'a, ()> {
+            self.call(self.inner.add_message(m))
+        }
+        fn start_run<'a>(&'a self, start: &'a NewRun<'a>) -> StoreFuture<'a, Started> {
+            self.call(self.inner.start_run(start))
+        }
+        fn remember<'a>(&'a self, key: &'a Keyed<'a>) -> StoreFuture<'a, Option<FirstAnswer>> {
+            self.call(self.inner.remember(key))
+        }
+        fn run<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, Option<Run>> {
+            self.call(self.inner.run(run_id))
+        }
+        fn apply<'a>(
+            &'a self,
+            run_id: &'a str,
+            change: RunChange<'a>,
+            now: Timestamp,
+        ) -> StoreFuture<'a, Option<(Run, Applied)>> {
+            self.call(self.inner.apply(run_id, change, now))
+        }
+        fn events<'a>(&'a self, id: &'a str, from: u32, n: u32) -> StoreFuture<'a, Vec<RunEvent>> {
+            self.call(self.inner.events(id, from, n))
+        }
+        fn route_stop<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, ()> {
+            self.call(self.inner.route_stop(run_id))
+        }
+        fn forget_expired_keys(&self, now: Timestamp) -> StoreFuture<'_, u64> {
+            self.call(self.inner.forget_expired_keys(now))
+        }
+        fn ping(&self) -> StoreFuture<'_, ()> {
+            self.call(self.inner.ping())
+        }
+        fn active_runs(&self) -> StoreFuture<'_, Vec<String>> {
+            self.call(self.inner.active_runs())
+        }
+        fn leave(&self) -> StoreFuture<'_, ()> {
+            self.call(self.inner.leave())
+        }
+    }
+
+    fn t(s: u64) -> Timestamp {
+        Timestamp::from_secs(1_800_000_000 + s)
+    }
+
+    /// Waits (at most 10 s) until `health` satisfies `done`, woken by its changes.
+    async fn until(health: &Health, done: impl Fn(&Health) -> bool) {
+        let waited = async {
+            loop {
+                let listener = health.changed.listen();
+                if done(health) {
+                    return;
+                }
+                listener.await;
+            }
+        };
+        futures_lite::future::or(waited, async {
+            smol::Timer::after(Duration::from_secs(10)).await;
+            panic!("the store's state did not change within 10 s");
+        })
+        .await
+    }
+
+    #[test]
+    fn an_outage_fails_calls_at_once_stops_turns_and_ends_what_it_left_once_back() {
+        smol::block_on(async {
+            let signals = Arc::new(RunSignals::default());
+            let failing = Arc::new(Failing {
+                inner: SqliteStore::in_memory(signals.clone(), t(0)).unwrap(),
+                away: AtomicBool::new(false),
+            });
+            let health = Arc::new(Health::default());
+            let store = Guarded::new(failing.clone(), health.clone(), signals.clone());
+            // One run whose turn runs here, one whose end was never stored.
+            for id in ["run_here", "run_owed"] {
+                let run = Run::new(id, "s", t(1));
+                let start = NewRun {
+                    run: &run,
+                    message: "m",
+                    author: None,
+                    key: None,
+                };
+                store.start_run(&start).await.unwrap();
+                store.apply(id, RunChange::Start, t(2)).await.unwrap();
+            }
+            let here = signals.run_here("run_here");
+
+            // A check that passes changes nothing.
+            health.failed(&StoreError::Timeout {
+                target: "test".into(),
+                what: "a statement",
+                after: Duration::from_secs(10),
+            });
+            until(&health, |h| *h.state() == State::Up).await;
+            assert!(!here.store_failed());
+
+            failing.away.store(true, Ordering::Release);
+            let refused = store.run("run_here").await.unwrap_err();
+            assert!(refused.is_outage(), "{refused}");
+            until(&health, |h| h.down().is_some()).await;
+            assert!(matches!(
+                store.run("run_here").await,
+                Err(StoreError::Unavailable(_))
+            ));
+            here.stopped().await;
+            assert!(
+                here.store_failed(),
+                "the turn here was stopped for the outage"
+            );
+
+            let watch = signals.watch("run_owed");
+            let ended = watch.listen();
+            failing.away.store(false, Ordering::Release);
+            health.until_up().await;
+            // Ended once the store is back: the run nobody runs; the one here is its turn's.
+            futures_lite::future::or(ended, async {
+                smol::Timer::after(Duration::from_secs(10)).await;
+                panic!("the owed run was not ended within 10 s");
+            })
+            .await;
+            let owed = store.run("run_owed").await.unwrap().unwrap();
+            assert_eq!(
+                (owed.status(), owed.error()),
+                (RunStatus::Interrupted, Some(STORE_FAILED_ERROR))
+            );
+            let mine = store.run("run_here").await.unwrap().unwrap();
+            assert_eq!(mine.status(), RunStatus::Running);
+        });
+    }
+}

@@ -241,12 +241,13 @@ pub(crate) async fn timed<T>(
 }
 
 /// A pooled connection, the statements it prepared, the bytes its socket moved, and the
-/// task that drives it.
+/// task that drives it. Dropped, it lets the connection end by itself (it says goodbye to
+/// the server once the client is gone); [`Conn::cut`] ends it at once.
 struct Conn {
     client: Client,
     statements: HashMap<&'static str, Statement>,
     moved: Arc<AtomicU64>,
-    driver: smol::Task<()>,
+    driver: Option<smol::Task<()>>,
 }
 
 impl Conn {
@@ -260,16 +261,13 @@ impl Conn {
             client,
             statements: HashMap::new(),
             moved,
-            driver,
+            driver: Some(driver),
         })
     }
 
-    /// Lets the connection end by itself: it says goodbye to the server once the client is
-    /// dropped.
-    fn close(self) {
-        let Conn { client, driver, .. } = self;
-        drop(client);
-        driver.detach();
+    /// Closes the socket now, without waiting on a server that may never answer.
+    fn cut(mut self) {
+        drop(self.driver.take());
     }
 
     /// The bytes moved since the last call.
@@ -447,21 +445,27 @@ impl Pooled<'_> {
     }
 }
 
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if let Some(driver) = self.driver.take() {
+            driver.detach();
+        }
+    }
+}
+
 impl Drop for Pooled<'_> {
     fn drop(&mut self) {
         let Some(conn) = self.conn.take() else {
             return;
         };
         if self.broken {
-            // Dropping its task closes the socket now.
+            conn.cut();
             return;
         }
         let reusable =
             !self.in_transaction && !conn.client.is_closed() && conn.take_moved() <= RECYCLE_AFTER;
         if reusable {
             self.pool.idle().push(conn);
-        } else {
-            conn.close();
         }
     }
 }

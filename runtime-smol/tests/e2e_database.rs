@@ -326,7 +326,8 @@ fn a_database_stopped_mid_run_ends_the_runs_and_their_agents_and_work_resumes_wh
     not(connop_postgres_server_tests),
     ignore = "install the distribution's postgresql package to run the tests that own a server"
 )]
-fn a_frozen_database_is_given_up_on_within_the_timeouts_then_answered_503_at_once() {
+fn a_frozen_database_is_given_up_on_within_the_timeouts_then_answered_503_at_once_and_shutdown_does_not_wait()
+ {
     let cluster = Cluster::start();
     let home = scratch("frozen");
     let url = cluster.superuser_url();
@@ -355,5 +356,12 @@ fn a_frozen_database_is_given_up_on_within_the_timeouts_then_answered_503_at_onc
     let (status, listed, _) = timed(&api, "GET", "/api/sessions", None);
     assert_eq!(status, 200, "{listed}");
     assert_eq!(listed["sessions"][0]["session_id"], "before");
+
+    // Frozen again, not noticed yet: a shutdown does not wait on it.
+    cluster.freeze();
+    api.signal("-TERM");
+    let (status, took) = api.wait();
+    assert_eq!(status.code(), Some(0));
+    assert!(took < Duration::from_secs(3), "exited after {took:?}");
     let _ = std::fs::remove_dir_all(home);
 }

@@ -143,7 +143,7 @@ impl Api {
     /// event streams wrote their last event, or after `within`.
     ///
     /// A store that does not answer holds no shutdown: the interrupts and the streams share
-    /// `within`, and leaving gets [`LEAVE_WITHIN`]. Runs whose interrupt was not stored are
+    /// `within`, and taking leave of it gets 100 ms. Runs whose interrupt was not stored are
     /// ended at the next start (or by a surviving replica).
     pub async fn shut_down(&self, within: Duration) {
         let until = std::time::Instant::now() + within;

@@ -113,7 +113,7 @@ impl BlockingToolGateway for PyGateway {
                     invoke(obj, "account_status", (&**connection_id,), &kwargs)?
                 }
             };
-            let answer = from_py(&answer)
+            let answer = from_py(&answer, "answer")
                 .map_err(|e| GatewayError::invalid(format!("the answer is not JSON data: {e}")))?;
             match call {
                 GatewayCall::List { .. } => list_rows(answer).map(GatewayReply::Connectors),

@@ -267,7 +267,7 @@ impl PyOperation {
     /// A card answer, as `connection.respond` takes it: `{"targets": [{"name", "status"}],
     /// "settled_by"?: "continue"}`. Returns `{"status": "ok", "settled": bool}`.
     fn respond(&self, py: Python<'_>, answer: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        let answer = CardAnswer::from_json(&from_py(answer)?)
+        let answer = CardAnswer::from_json(&from_py(answer, "answer")?)
             .map_err(|e| crate::errors::invalid_answer(e.to_string()))?;
         let reply = holding_gil(|| self.inner.respond(&answer)).map_err(caller_error)?;
         Ok(to_py(py, &json!({"status": "ok", "settled": reply.settled}))?.unbind())

@@ -103,7 +103,7 @@ pub fn manage_connections(
     let args: Value = match args.cast::<PyString>() {
         Ok(text) => serde_json::from_str(&text.to_cow()?)
             .map_err(|e| PyValueError::new_err(format!("args is not JSON: {e}")))?,
-        Err(_) => from_py(args)?,
+        Err(_) => from_py(args, "args")?,
     };
     let gateway: Arc<dyn BlockingToolGateway> = match gateway.extract::<PyRef<'_, PyHttpGateway>>()
     {
@@ -162,9 +162,8 @@ fn drive(op: &OpHandle, calls: &PyCalls, main: bool) -> Option<PyErr> {
     let mut signal = None;
     loop {
         calls.collect(&mut answers);
-        let mut start = |started: &mut Vec<_>, answers: &mut Vec<_>| {
-            calls.start(op, started, answers)
-        };
+        let mut start =
+            |started: &mut Vec<_>, answers: &mut Vec<_>| calls.start(op, started, answers);
         let until = match op.step(&mut answers, &mut started, &mut start, &waker) {
             Next::Finished => return signal,
             Next::Sleep(until) => until,

@@ -284,7 +284,8 @@ impl PyCalls {
         for (id, call) in calls.drain(..) {
             if let (Some(hosted), GatewayCall::List { .. }) = (&self.hosted_names, &call) {
                 if op.call_purpose(id) == Some(CallPurpose::MisrouteList) {
-                    let rows = Python::try_attach(|py| hosted_rows(py, hosted))
+                    let rows = crate::enter_python()
+                        .and_then(|_inside| Python::try_attach(|py| hosted_rows(py, hosted)))
                         .unwrap_or_else(|| Err(shutting_down()));
                     answers.push((id, rows));
                     started = Started::AfterWaiting;

@@ -27,7 +27,7 @@ fn holding_gil<R>(inputs: impl FnOnce() -> R) -> R {
 }
 
 fn release_gil(wait: &mut (dyn FnMut() + Send)) {
-    Python::attach(|py| py.detach(wait));
+    Python::attach(|py| crate::exit::detach(py, wait));
 }
 
 /// The process's registry: one open operation per session key.
@@ -70,15 +70,13 @@ impl PyRegistry {
 
     /// The session's unsettled operation, or `None`.
     fn current(&self, py: Python<'_>, session_key: &str) -> Option<PyOperation> {
-        py.detach(|| self.inner.current(session_key))
-            .map(PyOperation::from)
+        crate::exit::detach(py, || self.inner.current(session_key)).map(PyOperation::from)
     }
 
     /// The session's operation with that id, settled or not, or `None`.
     fn get(&self, py: Python<'_>, session_key: &str, op_id: &str) -> Option<PyOperation> {
         let op_id = OpId::parse(op_id)?;
-        py.detach(|| self.inner.get(session_key, op_id))
-            .map(PyOperation::from)
+        crate::exit::detach(py, || self.inner.get(session_key, op_id)).map(PyOperation::from)
     }
 
     /// Opens an operation the host moves itself: registered under `session_key` before this
@@ -112,7 +110,7 @@ impl PyRegistry {
 
     /// How many entries it holds.
     fn __len__(&self, py: Python<'_>) -> usize {
-        py.detach(|| self.inner.len())
+        crate::exit::detach(py, || self.inner.len())
     }
 
     fn __repr__(&self) -> String {
@@ -196,7 +194,7 @@ impl PyOperation {
     /// Whether it settled.
     #[getter]
     fn settled(&self, py: Python<'_>) -> bool {
-        py.detach(|| self.inner.is_settled())
+        crate::exit::detach(py, || self.inner.is_settled())
     }
 
     /// Moves target `name` to `to` by `actor`, with an optional new detail, link and
@@ -283,7 +281,7 @@ impl PyOperation {
     /// The operation view (SPEC §3.2): the live rows with links while open, the frozen
     /// snapshot once settled.
     fn view(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        let view = py.detach(|| self.inner.view());
+        let view = crate::exit::detach(py, || self.inner.view());
         view.map(|v| {
             let value = serde_json::to_value(&v).unwrap_or(Value::Null);
             to_py(py, &value).map(Bound::unbind)
@@ -302,7 +300,7 @@ impl PyOperation {
 
     /// The tool call's result as JSON text, once it returned; `None` before.
     fn tool_result(&self, py: Python<'_>) -> Option<String> {
-        py.detach(|| self.inner.result()).map(|r| r.to_json())
+        crate::exit::detach(py, || self.inner.result()).map(|r| r.to_json())
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {

@@ -15,6 +15,7 @@
 mod convert;
 mod enums;
 mod errors;
+mod exit;
 mod gateway;
 mod handle;
 mod tool;
@@ -24,7 +25,7 @@ use pyo3::prelude::*;
 /// The process's registry: the session's unsettled operation, or `None`.
 #[pyfunction]
 fn current(py: Python<'_>, session_key: &str) -> Option<handle::PyOperation> {
-    py.detach(|| handle::default_registry().current(session_key))
+    exit::detach(py, || handle::default_registry().current(session_key))
         .map(handle::PyOperation::from)
 }
 
@@ -32,54 +33,16 @@ fn current(py: Python<'_>, session_key: &str) -> Option<handle::PyOperation> {
 #[pyfunction]
 fn get(py: Python<'_>, session_key: &str, op_id: &str) -> Option<handle::PyOperation> {
     let op_id = connop_core::operation::OpId::parse(op_id)?;
-    py.detach(|| handle::default_registry().get(session_key, op_id))
+    exit::detach(py, || handle::default_registry().get(session_key, op_id))
         .map(handle::PyOperation::from)
 }
 
-/// Calls into Python from threads Python did not start (the call pool's), and whether the
-/// interpreter is shutting down: such a thread inside Python while the interpreter finalizes
-/// crashes the process (its thread state is no longer current when it lets go). `atexit`
-/// closes the door and waits for those inside to leave.
-mod interpreter_exit {
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    use std::time::{Duration, Instant};
+pub(crate) use exit::enter as enter_python;
 
-    static EXITING: AtomicBool = AtomicBool::new(false);
-    static INSIDE: AtomicUsize = AtomicUsize::new(0);
-
-    /// Leaves Python when dropped.
-    pub struct Inside(());
-
-    impl Drop for Inside {
-        fn drop(&mut self) {
-            INSIDE.fetch_sub(1, Ordering::SeqCst);
-        }
-    }
-
-    /// Enters Python from a foreign thread, unless the interpreter is shutting down.
-    pub fn enter() -> Option<Inside> {
-        INSIDE.fetch_add(1, Ordering::SeqCst);
-        let inside = Inside(());
-        (!EXITING.load(Ordering::SeqCst)).then_some(inside)
-    }
-
-    /// The `atexit` hook: no foreign thread enters from now on; those inside get up to a
-    /// second to leave (they need the GIL, which the caller has let go).
-    pub fn close() {
-        EXITING.store(true, Ordering::SeqCst);
-        let until = Instant::now() + Duration::from_secs(1);
-        while INSIDE.load(Ordering::SeqCst) > 0 && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-}
-
-pub(crate) use interpreter_exit::enter as enter_python;
-
-/// Registered with `atexit`: see [`interpreter_exit`].
+/// Registered with `atexit`: see [`exit`].
 #[pyfunction]
 fn close_for_exit(py: Python<'_>) {
-    py.detach(interpreter_exit::close);
+    py.detach(exit::close);
 }
 
 #[pymodule]

@@ -42,7 +42,10 @@ pub fn events(on_card: Option<Py<PyAny>>, on_update: Option<Py<PyAny>>) -> Event
             _ => return,
         };
         let Ok(payload) = payload else { return };
-        // Not after the interpreter began shutting down (a daemon thread may still pump then).
+        // Not once the interpreter began to exit (a daemon thread may still pump then).
+        let Some(_inside) = crate::exit::enter() else {
+            return;
+        };
         let _ = Python::try_attach(|py| {
             let callback = callback.bind(py);
             let outcome = to_py(py, &payload).and_then(|payload| callback.call1((payload,)));
@@ -141,7 +144,7 @@ pub fn manage_connections(
 
     let main = on_main_thread(py)?;
     let op = context.start(&args, None);
-    let signal = py.detach(|| drive(&op, &calls, main));
+    let signal = crate::exit::detach(py, || drive(&op, &calls, main));
     let result = op.finished_result();
     match signal {
         // Ctrl-C is the stop button: the operation settled `interrupt`, and that is the answer.

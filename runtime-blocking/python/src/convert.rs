@@ -119,8 +119,9 @@ impl Failure {
                 show_path(what, &self.path[..at])
             )),
             Why::NotJson(type_name) => PyTypeError::new_err(format!(
-                "{here}: a {type_name} is not JSON data (JSON data is None, bool, int, float, \
-                 str, and dicts with str keys, lists and tuples of those)"
+                "{here}: {} {type_name} is not JSON data (JSON data is None, bool, int, float, \
+                 str, and dicts with str keys, lists and tuples of those)",
+                article(&type_name)
             )),
             Why::KeyNotStr(type_name) => PyTypeError::new_err(format!(
                 "{here}: a dict key that is not a str ({type_name}); JSON object keys are str"
@@ -138,6 +139,14 @@ impl Failure {
             )),
             Why::Python(error) => error,
         }
+    }
+}
+
+/// "a" or "an" before a type's name.
+fn article(name: &str) -> &'static str {
+    match name.chars().next() {
+        Some('a' | 'e' | 'i' | 'o' | 'u' | 'A' | 'E' | 'I' | 'O' | 'U') => "an",
+        _ => "a",
     }
 }
 

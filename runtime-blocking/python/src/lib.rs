@@ -10,7 +10,8 @@
 //!   three methods ([`gateway`]);
 //! - the contract's enums ([`enums`]) and exceptions ([`errors`]).
 //!
-//! The stub `connop.pyi` beside this crate's manifest types the module for Python tools.
+//! The stub `connop.pyi` beside this crate's manifest types the module for Python tools;
+//! `docs/python.md` is the contract it follows.
 
 mod convert;
 mod enums;
@@ -29,7 +30,8 @@ fn current(py: Python<'_>, session_key: &str) -> Option<handle::PyOperation> {
         .map(handle::PyOperation::from)
 }
 
-/// The process's registry: the session's operation with that id, settled or not.
+/// The process's registry: the session's operation with that id, open or settled (see
+/// `Registry.get` for when a settled one is forgotten).
 #[pyfunction]
 fn get(py: Python<'_>, session_key: &str, op_id: &str) -> Option<handle::PyOperation> {
     let op_id = connop_core::operation::OpId::parse(op_id)?;
@@ -65,7 +67,8 @@ fn connop(m: &Bound<'_, PyModule>) -> PyResult<()> {
          releases the GIL while it waits. Other threads reach the operation through the \
          registry (``current``, ``get``), its ``Operation`` handle, or an ``Interrupt`` token. \
          Every rule (legal moves, when to settle, what the result holds) is decided by \
-         connop's core.",
+         connop's core. The contract the module follows (arguments, returns, exceptions, \
+         threads, payloads, limits) is docs/python.md in connop's repository.",
     )?;
     m.add_function(wrap_pyfunction!(tool::manage_connections, m)?)?;
     m.add_function(wrap_pyfunction!(current, m)?)?;

@@ -180,7 +180,7 @@ impl<H: RegistryEntry> Registry<H> {
     /// [`keeping_settled`](Self::keeping_settled) registry keeps it for [`get`](Self::get).
     /// Returns the handles no longer held (for the caller to drop outside its lock).
     pub fn close_settled(&mut self, key: &RegistryKey, op_id: OpId) -> Vec<H> {
-        if !self.entries.get(key).is_some_and(|h| h.op_id() == op_id) {
+        if self.entries.get(key).is_none_or(|h| h.op_id() != op_id) {
             return Vec::new();
         }
         match self.entries.remove(key) {

@@ -4,11 +4,11 @@
 //! caller's thread, with the GIL released while they wait. Every rule is the core's; this
 //! crate only carries Python objects in and out:
 //!
-//! - `manage_connections(args, *, session_key, gateway, …) -> str` ([`tool`]);
-//! - the registry, operation handles and interrupt tokens ([`handle`]);
+//! - `manage_connections(args, *, session_key, gateway, …) -> str` (`src/tool.rs`);
+//! - the registry, operation handles and interrupt tokens (`src/handle.rs`);
 //! - tool gateways: connop's HTTP client, or any Python object with the original client's
-//!   three methods ([`gateway`]);
-//! - the contract's enums ([`enums`]) and exceptions ([`errors`]).
+//!   three methods (`src/gateway.rs`);
+//! - the contract's enums (`src/enums.rs`) and exceptions (`src/errors.rs`).
 //!
 //! The stub `connop.pyi` beside this crate's manifest types the module for Python tools;
 //! `docs/python.md` is the contract it follows.

@@ -146,7 +146,7 @@ class Registry:
         """The session's unsettled operation, or ``None``."""
     def get(self, session_key: str, op_id: str) -> Optional[Operation]:
         """The session's operation with that id, open or settled, or ``None``. A settled one
-        is forgotten once a newer operation of the session settled, or 1,024 operations of
+        is forgotten once a newer operation of the session settled, or 64 operations of
         other sessions settled after it."""
     def open(self, session_key: str,
              targets: Iterable[Union[str, Tuple[str, str, str]]], *,

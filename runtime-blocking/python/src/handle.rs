@@ -32,7 +32,7 @@ fn release_gil(wait: &mut (dyn FnMut() + Send)) {
 
 /// How many settled operations a registry keeps readable by `get` after they settled: each
 /// session's latest, for the sessions whose operations settled most recently.
-pub const KEPT_SETTLED: usize = 1024;
+pub const KEPT_SETTLED: usize = 64;
 
 /// The process's registry: one open operation per session key.
 pub fn default_registry() -> &'static SharedRegistry {
@@ -82,7 +82,7 @@ impl PyRegistry {
     }
 
     /// The session's operation with that id, open or settled, or `None`. A settled one is
-    /// forgotten once a newer operation of the session settled, or 1,024 operations of other
+    /// forgotten once a newer operation of the session settled, or 64 operations of other
     /// sessions settled after it.
     fn get(&self, py: Python<'_>, session_key: &str, op_id: &str) -> Option<PyOperation> {
         let op_id = OpId::parse(op_id)?;

@@ -196,6 +196,18 @@ def test_get_returns_a_settled_operation_until_its_session_settles_another(regis
     assert len(registry) == 0, "nothing open"
 
 
+def test_a_settled_operation_is_forgotten_once_64_of_other_sessions_settled(registry):
+    first = registry.open("first", ["gmail"])
+    first.settle(connop.SettleReason.interrupt)
+    for n in range(63):
+        registry.open(f"other-{n}", ["gmail"]).settle(connop.SettleReason.interrupt)
+    assert registry.get("first", first.op_id) == first
+    last = registry.open("other-63", ["gmail"])
+    last.settle(connop.SettleReason.interrupt)
+    assert registry.get("first", first.op_id) is None
+    assert registry.get("other-63", last.op_id) == last
+
+
 # ----- respond -----------------------------------------------------------------------------
 
 def test_respond_naming_an_unknown_target_raises_and_moves_nothing(registry):

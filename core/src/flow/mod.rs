@@ -643,6 +643,30 @@ impl Flow {
         })
     }
 
+    /// A card answer from a host's own API: as [`handle_card_answer`](Self::handle_card_answer),
+    /// but a name the operation has no target for is refused
+    /// ([`CallerError::UnknownAnswerTarget`]) before anything moves. The card's protocol
+    /// ignores such a name; a host calling an API means a target, and a typo must not pass.
+    pub fn handle_card_answer_naming_targets(
+        &mut self,
+        answer: &CardAnswer,
+        now: Timestamp,
+    ) -> Result<CardReply, CallerError> {
+        answer.kinds()?;
+        let op = self.op.as_ref().ok_or(CallerError::NoOperation)?;
+        if let Some(unknown) = answer
+            .targets
+            .iter()
+            .find(|t| op.index_of(&t.name).is_none())
+        {
+            return Err(CallerError::UnknownAnswerTarget {
+                name: unknown.name.to_string(),
+                targets: op.rows().iter().map(|row| row.name.to_string()).collect(),
+            });
+        }
+        self.handle_card_answer(answer, now)
+    }
+
     /// [`Input::Continue`]: settles `continue` unless everything resolved.
     pub fn handle_continue(&mut self, now: Timestamp) -> Result<CardReply, CallerError> {
         self.handle_card_answer(&CardAnswer::continue_(), now)

@@ -135,7 +135,7 @@ struct ServeArgs {
     allow_remote: bool,
     /// With --allow-remote and --api-key: a host name (or address) the HTTP API also answers
     /// to (repeatable). Every request must name the API in its Host: localhost, 127.0.0.1,
-    /// [::1] or the --http address, any port; any other Host is refused with 421, so a page of
+    /// `[::1]` or the --http address, any port; any other Host is refused with 421, so a page of
     /// another site that resolves its own name to this machine gets nothing.
     #[arg(long, value_name = "NAME", requires = "allow_remote", value_parser = host_name)]
     allow_host: Vec<String>,
@@ -275,7 +275,7 @@ struct SimArgs {
     #[arg(long)]
     allow_remote: bool,
     /// With --allow-remote: a host name (or address) the gateway also answers to
-    /// (repeatable). Every request must name it in its Host: localhost, 127.0.0.1, [::1] or
+    /// (repeatable). Every request must name it in its Host: localhost, 127.0.0.1, `[::1]` or
     /// the --listen address, any port; any other Host is refused with 421.
     #[arg(long, value_name = "NAME", requires = "allow_remote", value_parser = host_name)]
     allow_host: Vec<String>,

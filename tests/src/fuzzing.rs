@@ -22,7 +22,7 @@ use hyper::body::Bytes;
 use serde_json::{Value, json};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// The fuzz targets of the listeners.
@@ -47,11 +47,28 @@ const KEY: &str = "fuzz-key";
 /// Every status the HTTP API answers with (the API's and the guard's).
 const STATUSES: [u16; 12] = [200, 201, 202, 400, 401, 403, 404, 405, 409, 413, 415, 421];
 
-/// Two APIs (without a key, and with [`KEY`]) on SQLite stores in fresh folders, opened once
-/// per process.
+/// One API on a SQLite store in a fresh folder, and a connection of its own to that store.
+struct Store {
+    api: Arc<Api>,
+    home: PathBuf,
+    /// Read-only: its `data_version` moves whenever the API commits a change.
+    reader: Mutex<rusqlite::Connection>,
+}
+
+impl Store {
+    /// A number that moves whenever another connection (the API's) commits a change.
+    fn version(&self) -> i64 {
+        let reader = self.reader.lock().unwrap_or_else(|p| p.into_inner());
+        reader
+            .query_row("PRAGMA data_version", [], |row| row.get(0))
+            .expect("the store's data version")
+    }
+}
+
+/// Two APIs (without a key, and with [`KEY`]), opened once per process.
 struct Apis {
-    keyless: (Arc<Api>, PathBuf),
-    keyed: (Arc<Api>, PathBuf),
+    keyless: Store,
+    keyed: Store,
 }
 
 fn apis() -> &'static Apis {
@@ -72,7 +89,16 @@ fn apis() -> &'static Apis {
             };
             let bound: SocketAddr = BOUND.parse().expect("an address");
             let api = smol::block_on(Api::open(config, bound)).expect("the store opens");
-            (api, home)
+            let reader = rusqlite::Connection::open_with_flags(
+                home.join("state.db"),
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+            )
+            .expect("the store reads");
+            Store {
+                api,
+                home,
+                reader: Mutex::new(reader),
+            }
         };
         Apis {
             keyless: open(None),
@@ -201,7 +227,8 @@ pub fn http_api_request(data: &[u8]) -> Reached {
         return "unbuildable";
     };
     let apis = apis();
-    let (api, home) = if keyed { &apis.keyed } else { &apis.keyless };
+    let store = if keyed { &apis.keyed } else { &apis.keyless };
+    let api = &store.api;
     let keyed_run = request.method() == hyper::Method::POST
         && request.uri().path().trim_end_matches('/') == "/v1/runs"
         && request
@@ -214,7 +241,8 @@ pub fn http_api_request(data: &[u8]) -> Reached {
         request.headers(),
         Accepts::Json,
     );
-    let before = store_rows(home);
+    // Every row only where some may change on a refusal: the cheap version number otherwise.
+    let before = (store.version(), keyed_run.then(|| store_rows(&store.home)));
     let (status, body) = answer(api, request);
     assert!(STATUSES.contains(&status), "status {status}: {body}");
     if let Err(refusal) = &guarded {
@@ -223,21 +251,37 @@ pub fn http_api_request(data: &[u8]) -> Reached {
             assert_eq!(status, refusal.status().as_u16(), "{refusal}: {body}");
         }
     }
+    if status == 201 {
+        // What shows a refusal changed nothing sees this change.
+        assert_ne!(
+            before.0,
+            store.version(),
+            "a session was made unseen: {body}"
+        );
+    }
     if let Some(id) = body["run_id"].as_str() {
         settle(api, id);
     }
     if status >= 400 {
-        let after = store_rows(home);
-        let unkeyed = |rows: Vec<String>| -> Vec<String> {
-            rows.into_iter()
-                .filter(|r| !(keyed_run && r.starts_with("idempotency_keys:")))
-                .collect()
-        };
-        assert_eq!(
-            unkeyed(before),
-            unkeyed(after),
-            "a refused request ({status} {body}) changed the store"
-        );
+        match before {
+            (_, Some(rows)) => {
+                let unkeyed = |rows: Vec<String>| -> Vec<String> {
+                    rows.into_iter()
+                        .filter(|r| !r.starts_with("idempotency_keys:"))
+                        .collect()
+                };
+                assert_eq!(
+                    unkeyed(rows),
+                    unkeyed(store_rows(&store.home)),
+                    "a refused request ({status} {body}) changed the store"
+                );
+            }
+            (version, None) => assert_eq!(
+                version,
+                store.version(),
+                "a refused request ({status} {body}) changed the store"
+            ),
+        }
         return "refused";
     }
     "served"
@@ -391,7 +435,7 @@ pub fn consent_form(data: &[u8]) -> Reached {
 /// The return URL's query strings, one per line, through the return listener's parsing and
 /// the hint each makes, delivered to a live two-target operation whose accounts never
 /// connect: a return only ever asks for a read, so no target is ever connected by one, and
-/// the operation settles by its deadline with SPEC §10 holding throughout.
+/// the operation settles by its deadline with the core's invariants holding throughout.
 pub fn return_params(data: &[u8]) -> Reached {
     let text = String::from_utf8_lossy(data).into_owned();
     let returns: Vec<Return> = text.split('\n').take(16).map(Return::from_query).collect();

@@ -32,8 +32,8 @@ pub enum ApiError {
         /// The methods the path serves (the `Allow` header).
         allow: &'static str,
     },
-    /// Refused before anything was read or checked: a foreign `Host` or `Origin`, a body of
-    /// the wrong type, too large (`--max-body`) or too slow.
+    /// Refused by the listener's guard before the request was served: a foreign `Host` or
+    /// `Origin`, a body of the wrong type, too large (`--max-body`) or too slow.
     #[error(transparent)]
     Refused(#[from] Refusal),
     /// An `Idempotency-Key` that is not 1 to 255 printable ASCII characters.

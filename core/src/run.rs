@@ -39,6 +39,46 @@ pub const REPLICA_DEAD_AFTER: Duration = Duration::from_secs(10);
 /// How long an `Idempotency-Key` is remembered; after it, the key is free again.
 pub const IDEMPOTENCY_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 
+/// The longest `Idempotency-Key` accepted, in bytes.
+pub const MAX_IDEMPOTENCY_KEY: usize = 255;
+
+/// Why an `Idempotency-Key` was refused: a key is 1 to [`MAX_IDEMPOTENCY_KEY`] bytes of
+/// printable ASCII (space to `~`). A key outside that would be read as no key by some part of
+/// the way (a header value that is not text reads as absent), and two requests meant as one
+/// would both run: refused instead, so the client learns it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum IdempotencyKeyError {
+    /// The header is there with nothing in it.
+    #[error("Idempotency-Key is empty: send 1 to 255 printable ASCII characters, or no header")]
+    Empty,
+    /// More than [`MAX_IDEMPOTENCY_KEY`] bytes.
+    #[error("Idempotency-Key is {len} bytes long: at most 255 printable ASCII characters")]
+    TooLong {
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// A byte that is no printable ASCII character (a control character, or not ASCII).
+    #[error(
+        "Idempotency-Key holds a byte that is not printable ASCII (space to '~'): \
+         send 1 to 255 printable ASCII characters"
+    )]
+    NotPrintable,
+}
+
+/// An `Idempotency-Key` header's value, as given, checked; the key as text.
+pub fn idempotency_key(raw: &[u8]) -> Result<&str, IdempotencyKeyError> {
+    if raw.is_empty() {
+        return Err(IdempotencyKeyError::Empty);
+    }
+    if raw.len() > MAX_IDEMPOTENCY_KEY {
+        return Err(IdempotencyKeyError::TooLong { len: raw.len() });
+    }
+    if !raw.iter().all(|b| (0x20..0x7f).contains(b)) {
+        return Err(IdempotencyKeyError::NotPrintable);
+    }
+    std::str::from_utf8(raw).map_err(|_| IdempotencyKeyError::NotPrintable)
+}
+
 /// Where a run stands. The last four are terminal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RunStatus {
@@ -609,5 +649,37 @@ mod tests {
             assert_eq!(RunStatus::parse(s.as_str()), Some(s));
             assert_eq!(RunStatus::ACTIVE.contains(&s.as_str()), !s.is_terminal());
         }
+    }
+
+    #[test]
+    fn an_idempotency_key_is_1_to_255_bytes_of_printable_ascii() {
+        assert_eq!(idempotency_key(b"k-1"), Ok("k-1"));
+        assert_eq!(idempotency_key(b" a b ~"), Ok(" a b ~"));
+        let longest = [b'k'; MAX_IDEMPOTENCY_KEY];
+        assert!(idempotency_key(&longest).is_ok());
+        assert_eq!(
+            idempotency_key(&[b'k'; MAX_IDEMPOTENCY_KEY + 1]),
+            Err(IdempotencyKeyError::TooLong { len: 256 })
+        );
+        assert_eq!(idempotency_key(b""), Err(IdempotencyKeyError::Empty));
+        for bad in [
+            &b"\xc3\xa9"[..],
+            b"a\tb",
+            b"\x7f",
+            b"a\nb",
+            b"\x00",
+            b"\xff",
+        ] {
+            assert_eq!(
+                idempotency_key(bad),
+                Err(IdempotencyKeyError::NotPrintable),
+                "{bad:?}"
+            );
+        }
+        assert!(
+            IdempotencyKeyError::NotPrintable
+                .to_string()
+                .contains("printable ASCII")
+        );
     }
 }

@@ -148,7 +148,11 @@ fn measure(setup: Setup, runs: usize, server: Option<&str>) -> Figures {
                 smol::spawn(async move {
                     let sent = Instant::now();
                     let body = json!({"input": format!("ping {i}"), "session_id": format!("load-{}", i % 50)}).to_string();
-                    let mut response = client.post_async(format!("{made}/v1/runs"), body).await.expect("POST");
+                    let request = isahc::Request::post(format!("{made}/v1/runs"))
+                        .header("Content-Type", "application/json")
+                        .body(body)
+                        .expect("a request");
+                    let mut response = client.send_async(request).await.expect("POST");
                     let mut text = String::new();
                     response.body_mut().read_to_string(&mut text).await.expect("body");
                     let created: Value = serde_json::from_str(&text).expect("json");

@@ -383,6 +383,7 @@ fn http(
         .method(method)
         .uri(url)
         .header("Authorization", format!("Bearer {key}"))
+        .header("Content-Type", "application/json")
         .timeout(READ_BOUND)
         .body(body.map(|b| b.to_string()).unwrap_or_default())
         .map_err(isahc::Error::from)?;

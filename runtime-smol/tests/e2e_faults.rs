@@ -92,6 +92,7 @@ impl Sim {
         use isahc::ReadResponseExt;
         let request = isahc::Request::post(format!("{}{path}", self.url))
             .header("Authorization", format!("Bearer {TOKEN}"))
+            .header("Content-Type", "application/json")
             .body(body.to_string())
             .expect("a request");
         let mut response = isahc::send(request).expect("the sim answers");

@@ -58,7 +58,10 @@ fn process_alive(pid: u32) -> bool {
 
 /// One HTTP request; the status and the body as JSON (`null` when it is not JSON).
 fn http(method: &str, url: &str, key: Option<&str>, body: impl Into<isahc::Body>) -> (u16, Value) {
-    let mut builder = isahc::Request::builder().method(method).uri(url);
+    let mut builder = isahc::Request::builder()
+        .method(method)
+        .uri(url)
+        .header("Content-Type", "application/json");
     if let Some(key) = key {
         builder = builder.header("Authorization", format!("Bearer {key}"));
     }
@@ -292,11 +295,12 @@ fn non_loopback_addresses_are_refused_without_allow_remote() {
     refused(&["--listen", "tcp:0.0.0.0:0"], "no authentication");
     refused(&["--listen", "tcp:[::]:0"], "no authentication");
     refused(&["--http", "0.0.0.0:0"], "no --api-key");
+    // A keyless API is anyone's who reaches it: loopback only, --allow-remote or not.
+    refused(&["--http", "0.0.0.0:0", "--allow-remote"], "no --api-key");
     // With a key, or when allowed, they start.
     for args in [
         &["--http", "0.0.0.0:0", "--api-key", "k"][..],
         &["--listen", "tcp:0.0.0.0:0", "--allow-remote"][..],
-        &["--http", "0.0.0.0:0", "--allow-remote"][..],
     ] {
         let gw = Gateway::start_command(offline(&home), args);
         assert!(gw.listening().contains("0.0.0.0:"), "{args:?}");
@@ -342,8 +346,11 @@ fn request_bodies_past_the_cap_are_refused_with_413() {
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
     stream
         .write_all(
-            b"POST /v1/runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
-              Transfer-Encoding: chunked\r\n\r\n",
+            format!(
+                "POST /v1/runs HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+                 Transfer-Encoding: chunked\r\n\r\n"
+            )
+            .as_bytes(),
         )
         .unwrap();
     let chunk = format!("{:x}\r\n{}\r\n", 64 << 10, "x".repeat(64 << 10));
@@ -554,7 +561,7 @@ fn a_chat_whose_caller_goes_away_ends_its_command_and_says_so() {
     let mut caller = std::net::TcpStream::connect(&addr).unwrap();
     write!(
         caller,
-        "POST /api/sessions/hangup/chat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+        "POST /api/sessions/hangup/chat HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
          Content-Length: {}\r\n\r\n{body}",
         body.len()
     )

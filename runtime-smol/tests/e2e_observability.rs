@@ -291,6 +291,7 @@ fn metrics_answer_the_prometheus_text_format_behind_the_api_key() {
     // One run through the agent command.
     let request = isahc::Request::post(format!("{api}/v1/runs"))
         .header("Authorization", "Bearer k3y")
+        .header("Content-Type", "application/json")
         .body(json!({"input": "hi"}).to_string())
         .unwrap();
     let mut response = isahc::send(request).unwrap();

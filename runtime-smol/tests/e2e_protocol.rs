@@ -352,6 +352,7 @@ fn connectors_list_answers_rows_unavailable_or_5034() {
     let faults = |body: serde_json::Value| {
         let request = isahc::Request::post(format!("{sim}/sim/faults"))
             .header("Authorization", "Bearer t0ken")
+            .header("Content-Type", "application/json")
             .body(body.to_string())
             .unwrap();
         assert_eq!(isahc::send(request).unwrap().status().as_u16(), 200);

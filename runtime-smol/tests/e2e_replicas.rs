@@ -249,8 +249,12 @@ fn a_thousand_concurrent_runs_spread_over_three_replicas_all_complete() {
                     [0, 1, 2].map(|k| urls[(i + k) % urls.len()].clone());
                 smol::spawn(async move {
                     let body = json!({"input": format!("ping {i}"), "session_id": format!("load-{}", i % 50)});
+                    let request = isahc::Request::post(format!("{made}/v1/runs"))
+                        .header("Content-Type", "application/json")
+                        .body(body.to_string())
+                        .expect("a request");
                     let mut created = client
-                        .post_async(format!("{made}/v1/runs"), body.to_string())
+                        .send_async(request)
                         .await
                         .expect("POST /v1/runs");
                     let mut text = String::new();

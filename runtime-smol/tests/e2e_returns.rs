@@ -172,9 +172,12 @@ fn connect_serves_a_loopback_return_url_and_each_return_reads_at_once() {
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
     log.wait_for("the card", |l| l.starts_with("card:"));
 
-    // The person approves gmail at the vendor, whose redirect brings the browser back here.
+    // The person approves gmail at the vendor, whose redirect brings the browser back here
+    // with the id the vendor gave the account.
+    let gmail = account_of(&sim, "gmail");
+    let notion_path = format!("/v1/connectors/accounts/{}", account_of(&sim, "notion"));
     let back = Instant::now();
-    let (status, page) = get(&format!("{url}?connection_id=ca_gmail_1&status=active"));
+    let (status, page) = get(&format!("{url}?connection_id={gmail}&status=active"));
     assert_eq!(status, 200);
     assert!(page.contains("You can close this tab"), "{page}");
     log.wait_for("gmail connected", |l| {
@@ -187,12 +190,7 @@ fn connect_serves_a_loopback_return_url_and_each_return_reads_at_once() {
     // would be folded into it (a row reads once more right after the read it has out, and
     // notion's first read is still out), so the return would not bring a third. Waited for
     // as the gateway logs it.
-    let notion_reads = || {
-        sim.log()
-            .iter()
-            .filter(|r| r.path == "/v1/connectors/accounts/ca_notion_1")
-            .count()
-    };
+    let notion_reads = || sim.log().iter().filter(|r| r.path == notion_path).count();
     let asked = Instant::now();
     while notion_reads() < 2 {
         assert!(
@@ -282,6 +280,17 @@ fn connect_with_the_embedded_tool_gateway_serves_a_return_url_and_without_it_non
         .expect("a mint");
     let body: serde_json::Value = serde_json::from_str(&mint.body).expect("mint body");
     assert!(body.get("returnTo").is_none_or(|v| v.is_null()), "{body}");
+}
+
+/// The id of the account the simulated gateway minted for `connector`.
+fn account_of(sim: &SimToolGateway, connector: &str) -> String {
+    sim.with_world(|w| {
+        w.accounts()
+            .iter()
+            .find(|a| a.connector == connector)
+            .map(|a| a.connection_id.clone())
+    })
+    .unwrap_or_else(|| panic!("no {connector} account was minted"))
 }
 
 /// A GET as the browser makes it: status and body.

@@ -320,7 +320,7 @@ on_both_stores! {
         let streams: Vec<std::net::TcpStream> = (0..12)
             .map(|_| {
                 let mut stream = std::net::TcpStream::connect(&addr).unwrap();
-                write!(stream, "GET /v1/runs/{run_id}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n\r\n").unwrap();
+                write!(stream, "GET /v1/runs/{run_id}/events HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\n\r\n").unwrap();
                 // The stream has started (its head is here); then nothing more is read.
                 let mut head = [0u8; 16];
                 stream.read_exact(&mut head).unwrap();

@@ -27,4 +27,5 @@ pub fn links(targets: &serde_json::Value) -> Vec<(String, String)> {
         .collect()
 }
 
+pub mod fuzzing;
 pub mod table;

@@ -923,7 +923,8 @@ impl OverHttp {
     pub fn start() -> Self {
         use connop_smol::app::sim_gateway::{SimOptions, SimToolGateway};
         let token = "table-token";
-        let server = SimToolGateway::start(SimOptions::default().token(token))
+        // The scenarios name accounts as the scripted gateway does (`ca_gmail_1`).
+        let server = SimToolGateway::start(SimOptions::default().token(token).numbered_ids())
             .expect("the simulated gateway binds");
         let config = connop_core::wire::ClientConfig::new(server.url(), Some(token.to_owned()));
         let blocking =

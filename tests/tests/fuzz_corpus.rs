@@ -1,8 +1,10 @@
 //! Replays the committed fuzz corpus (`fuzz/corpus/<target>/`) and every past finding
-//! (`fuzz/regressions/<target>/`) through the fuzz targets' bodies, so the normal test command
-//! catches a regression without running a fuzzer. `scripts/fuzz-all` grows the corpus.
+//! (`fuzz/regressions/<target>/`) through the fuzz targets' bodies (the core's in
+//! `connop_fixtures::fuzzing`, the listeners' in `connop_tests::fuzzing`), so the normal test
+//! command catches a regression without running a fuzzer. `scripts/fuzz-all` grows the corpus.
 
 use connop_fixtures::fuzzing::TARGETS;
+use connop_tests::fuzzing::TARGETS as LISTENER_TARGETS;
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
@@ -26,7 +28,7 @@ fn fuzz_dir() -> PathBuf {
 #[test]
 fn every_committed_input_holds_and_each_path_is_covered() {
     let mut failures = Vec::new();
-    for (target, body, outcomes) in TARGETS {
+    for (target, body, outcomes) in TARGETS.into_iter().chain(LISTENER_TARGETS) {
         let corpus = inputs(&fuzz_dir().join("corpus").join(target));
         let regressions = inputs(&fuzz_dir().join("regressions").join(target));
         let mut reached = BTreeMap::new();

@@ -271,6 +271,33 @@ pub fn parse_line(line: &[u8]) -> Result<Request, Refused> {
     }
 }
 
+/// Whether `line` (without its newline) is an HTTP request line: a method token, a target, and
+/// `HTTP/<version>`, one space apart (`POST / HTTP/1.1`, `GET /x?y HTTP/1.0`,
+/// `PRI * HTTP/2.0`). A web page or another program speaking HTTP to a JSON-RPC listener
+/// sends one first; no JSON value looks like one. A transport whose first line is one closes
+/// without answering and runs nothing that follows (the body of such a request may well hold
+/// valid JSON-RPC lines, put there by a page of another site).
+pub fn is_http_request_line(line: &[u8]) -> bool {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let mut parts = line.split(|b| *b == b' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    let token = |b: &u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(b);
+    let digits = |v: &[u8]| match v {
+        [major] => major.is_ascii_digit(),
+        [major, b'.', minor] => major.is_ascii_digit() && minor.is_ascii_digit(),
+        _ => false,
+    };
+    !method.is_empty()
+        && method.iter().all(token)
+        && !target.is_empty()
+        && target.iter().all(u8::is_ascii_graphic)
+        && version.strip_prefix(b"HTTP/").is_some_and(digits)
+}
+
 /// The line that answers a request with `id`: the result or the error, or nothing for a
 /// notification (`None`).
 pub fn reply_line(id: Option<&Value>, outcome: Result<&Value, &RpcError>) -> Option<String> {
@@ -613,5 +640,44 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"result":null}"#
         );
         assert!(event_line("t", "s", &odd).ends_with(r#""payload":null}}"#));
+    }
+
+    #[test]
+    fn http_request_lines_are_told_from_json() {
+        for http in [
+            &b"POST / HTTP/1.1"[..],
+            b"GET /x?y=1 HTTP/1.0\r",
+            b"PRI * HTTP/2.0",
+            b"OPTIONS * HTTP/1.1",
+            b"get /lower HTTP/1.1",
+            b"M-SEARCH * HTTP/1.1",
+            b"GET http://127.0.0.1:7/ HTTP/1.1",
+        ] {
+            assert!(
+                is_http_request_line(http),
+                "{:?}",
+                String::from_utf8_lossy(http)
+            );
+        }
+        for not in [
+            &br#"{"jsonrpc": "2.0", "id": 1, "method": "session.create"}"#[..],
+            b"",
+            b"POST / HTTP/1.1 extra",
+            b"POST  / HTTP/1.1",
+            b"POST / HTTP/1.10",
+            b"POST / HTTPS/1.1",
+            b"POST / http/1.1",
+            b"Host: x",
+            b"POST / HTTP/",
+            b"\"POST\" / HTTP/1.1",
+            b"[1, 2] / HTTP/1.1",
+            b"POST /\x01 HTTP/1.1",
+        ] {
+            assert!(
+                !is_http_request_line(not),
+                "{:?}",
+                String::from_utf8_lossy(not)
+            );
+        }
     }
 }

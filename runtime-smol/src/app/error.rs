@@ -108,17 +108,22 @@ pub enum UsageError {
         /// The address.
         addr: std::net::SocketAddr,
     },
-    /// `--http` on an address that is not loopback, with no API key, without
-    /// `--allow-remote`.
+    /// `--http` on an address that is not loopback, with no API key (`--allow-remote` or not).
     #[error(
         "--http {addr} is not a loopback address and no --api-key (CONNOP_API_KEY) is set: \
-         set a key, listen on 127.0.0.1, or pass --allow-remote if everyone who can reach \
-         {addr} may use the API"
+         an API without a key is anyone's who can reach it, so it listens on loopback only, \
+         --allow-remote or not; set a key, or listen on 127.0.0.1"
     )]
     RemoteHttpWithoutKey {
         /// The address.
         addr: std::net::SocketAddr,
     },
+    /// `--allow-host` for an `--http` API with no key.
+    #[error(
+        "--allow-host needs --api-key (CONNOP_API_KEY): an HTTP API without a key answers only \
+         to its loopback names, so that no other machine's name reaches it"
+    )]
+    AllowHostWithoutKey,
     /// `sim-gateway --listen` on an address that is not loopback, with no `--token`, without
     /// `--allow-remote`.
     #[error(

@@ -1,5 +1,8 @@
 //! What every listener of the application shares: its `listener up` and `listener down`
-//! log lines, the back-off after a failed accept, and the accept loop of its HTTP listeners.
+//! log lines, the back-off after a failed accept, the accept loop of its HTTP listeners, and
+//! [`guard`], which requests an HTTP listener serves at all.
+
+pub mod guard;
 
 use smol::net::{TcpListener, TcpStream};
 use std::future::Future;
@@ -29,6 +32,17 @@ where
         }
     })
     .await
+}
+
+/// The HTTP/1 connection settings of every HTTP listener: smol's timer, keep-alive, and each
+/// request's headers within [`guard::READ_TIMEOUT`] (a connection that stalls in them, or
+/// stays idle that long between requests, is closed).
+pub fn http1() -> hyper::server::conn::http1::Builder {
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(smol_hyper::rt::SmolTimer::new())
+        .header_read_timeout(guard::READ_TIMEOUT);
+    builder
 }
 
 /// Logs `listener up` now and `listener down` when dropped (with the accept loop that holds

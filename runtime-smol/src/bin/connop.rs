@@ -12,6 +12,7 @@ use connop_smol::app::cli::sim_gateway::run_sim_tool_gateway;
 use connop_smol::app::cli::{lease, profile, seconds, tick, watch_signals};
 use connop_smol::app::error::{AppError, UsageError};
 use connop_smol::app::escape::{Lines, escape_controls};
+use connop_smol::app::net::guard::host_name;
 use connop_smol::app::rpc::{DEFAULT_MAX_OUTPUT, RpcConfig};
 use connop_smol::app::sim_gateway::SimOptions;
 use connop_smol::app::store::Database;
@@ -130,9 +131,16 @@ struct ServeArgs {
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_OUTPUT)]
     max_output: usize,
     /// Allow `--listen tcp:` on an address that is not loopback (the JSON-RPC protocol has
-    /// no authentication), and `--http` on one without `--api-key`.
+    /// no authentication), and --allow-host names for the HTTP API. An --http API without
+    /// --api-key stays on loopback whatever this says: any local process may use it.
     #[arg(long)]
     allow_remote: bool,
+    /// With --allow-remote and --api-key: a host name (or address) the HTTP API also answers
+    /// to (repeatable). Every request must name the API in its Host: localhost, 127.0.0.1,
+    /// `[::1]` or the --http address, any port; any other Host is refused with 421, so a page of
+    /// another site that resolves its own name to this machine gets nothing.
+    #[arg(long, value_name = "NAME", requires = "allow_remote", value_parser = host_name)]
+    allow_host: Vec<String>,
     /// Keep sessions, messages, runs, run events and idempotency keys in PostgreSQL at URL
     /// (postgres://user:password@host:port/database) instead of SQLite in CONNOP_HOME: any
     /// number of gateways may share it, each one replica of the others.
@@ -264,9 +272,15 @@ struct SimArgs {
     /// Require this bearer token on every /v1 and /sim route (consent pages stay open).
     #[arg(long, value_name = "T")]
     token: Option<String>,
-    /// Listen on an address that is not loopback without a --token.
+    /// Listen on an address that is not loopback without a --token, and serve --allow-host
+    /// names.
     #[arg(long)]
     allow_remote: bool,
+    /// With --allow-remote: a host name (or address) the gateway also answers to
+    /// (repeatable). Every request must name it in its Host: localhost, 127.0.0.1, `[::1]` or
+    /// the --listen address, any port; any other Host is refused with 421.
+    #[arg(long, value_name = "NAME", requires = "allow_remote", value_parser = host_name)]
+    allow_host: Vec<String>,
 }
 
 fn catalog(names: &[String]) -> Vec<Text> {
@@ -285,6 +299,7 @@ fn run(cli: Cli) -> Result<u8, AppError> {
                 args.http,
                 args.api_key.as_deref().is_some_and(|k| !k.is_empty()),
                 args.allow_remote,
+                &args.allow_host,
             )?;
             // Before the first `listening` line (the embedded tool gateway's, if any).
             let signals = watch_signals()?;
@@ -318,6 +333,7 @@ fn run(cli: Cli) -> Result<u8, AppError> {
                     api_key: args.api_key,
                     executor,
                     max_body: args.max_body,
+                    allow_hosts: args.allow_host,
                 };
                 (addr, api)
             });
@@ -377,6 +393,7 @@ fn run(cli: Cli) -> Result<u8, AppError> {
             if let Some(token) = args.token {
                 options = options.token(token);
             }
+            options = options.allow_hosts(args.allow_host);
             run_sim_tool_gateway(options).map(|()| 0)
         }
     }

@@ -143,6 +143,14 @@ impl Api {
         if let Some(key) = &self.key {
             builder = builder.header("Authorization", format!("Bearer {key}"));
         }
+        // A program's write: JSON, with no Origin (a test that means another type says so).
+        if body.is_some_and(|b| !b.is_empty())
+            && !headers
+                .iter()
+                .any(|(name, _)| name.eq_ignore_ascii_case("content-type"))
+        {
+            builder = builder.header("Content-Type", "application/json");
+        }
         for (name, value) in headers {
             builder = builder.header(*name, *value);
         }

@@ -214,6 +214,15 @@ impl Browser {
         );
     }
 
+    /// Submits a form (as its page's script would), and waits for the next page to load.
+    pub fn submit(&self, form: &str) {
+        self.command(
+            "POST",
+            &self.session_path("/execute/sync"),
+            json!({"script": "arguments[0].submit();", "args": [{ELEMENT: form}]}),
+        );
+    }
+
     /// A PNG of the page.
     pub fn screenshot(&self) -> Vec<u8> {
         let value = self.command("GET", &self.session_path("/screenshot"), Value::Null);

@@ -2,7 +2,9 @@
 //! The caller's mistakes are `invalid_request_error` (4xx); a failed turn or store is
 //! `server_error` (5xx).
 
+use crate::app::net::guard::Refusal;
 use crate::app::store::StoreError;
+use connop_core::run::IdempotencyKeyError;
 use hyper::StatusCode;
 use serde_json::{Value, json};
 
@@ -30,12 +32,13 @@ pub enum ApiError {
         /// The methods the path serves (the `Allow` header).
         allow: &'static str,
     },
-    /// A request body larger than the cap (`--max-body`).
-    #[error("Request body is larger than {limit} bytes")]
-    BodyTooLarge {
-        /// The cap, in bytes.
-        limit: usize,
-    },
+    /// Refused by the listener's guard before the request was served: a foreign `Host` or
+    /// `Origin`, a body of the wrong type, too large (`--max-body`) or too slow.
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    /// An `Idempotency-Key` that is not 1 to 255 printable ASCII characters.
+    #[error(transparent)]
+    InvalidIdempotencyKey(#[from] IdempotencyKeyError),
     /// A path whose segments do not percent-decode to UTF-8.
     #[error("The path {0} does not decode to UTF-8")]
     BadPath(String),
@@ -117,8 +120,9 @@ impl ApiError {
             | ApiError::NoUserMessage
             | ApiError::InvalidAuthor
             | ApiError::MissingMessage
+            | ApiError::InvalidIdempotencyKey(_)
             | ApiError::BadPath(_) => StatusCode::BAD_REQUEST,
-            ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Refused(refusal) => refusal.status(),
             ApiError::SessionExists(_) | ApiError::IdempotencyConflict => StatusCode::CONFLICT,
             ApiError::Store(e) if e.is_outage() => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::TurnFailed(_) | ApiError::Abandoned | ApiError::Store(_) => {
@@ -138,7 +142,8 @@ impl ApiError {
             ApiError::NulCharacter => "nul_character",
             ApiError::InvalidLimit(_) => "invalid_limit",
             ApiError::InvalidCursor(_) => "invalid_cursor",
-            ApiError::BodyTooLarge { .. } => "body_too_large",
+            ApiError::Refused(refusal) => refusal.code(),
+            ApiError::InvalidIdempotencyKey(_) => "invalid_idempotency_key",
             ApiError::BadPath(_) => "invalid_path",
             ApiError::MissingInput => "missing_input",
             ApiError::NoUserMessage => "no_user_message",

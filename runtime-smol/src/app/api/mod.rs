@@ -1,6 +1,9 @@
 //! The HTTP API of SPEC §9 (`connop gateway --http ADDR`): runs with server-sent events,
-//! sessions and session chat. Every route but `/health` requires `Authorization: Bearer K`
-//! when a key is set. Errors are OpenAI-style: `{"error": {"message", "type", "code"}}`.
+//! sessions and session chat. Every request passes the listener's guard first
+//! ([`crate::app::net::guard`]: its `Host`, and for a write its JSON body and `Origin`); every
+//! route but `/health` then requires `Authorization: Bearer K` when a key is set. Without a
+//! key the API answers only to its loopback names, whatever `--allow-host` says: any local
+//! process may use it. Errors are OpenAI-style: `{"error": {"message", "type", "code"}}`.
 //!
 //! The HTTP API never acquires a lease and is never refused by one: a desktop lease is a
 //! viewer, so every turn runs here, and no delivery record is ever written.
@@ -22,20 +25,22 @@ mod runs;
 mod sessions;
 
 pub use error::ApiError;
+pub use routes::Body as ResponseBody;
 
-use crate::app::net::serve_connections;
+use crate::app::net::guard::Guard;
+use crate::app::net::{http1, serve_connections};
 use crate::app::store::{self, Database, Guarded, RunSignals, Store, StoreError};
 use crate::app::sync::{Count, CountGuard};
 use connop_blocking::SystemClock;
 use connop_core::run::{RunChange, SHUTDOWN_ERROR};
 use executor::TurnExecutor;
 use hyper::StatusCode;
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use serde_json::Value;
 use smol::net::{TcpListener, TcpStream};
-use smol_hyper::rt::{FuturesIo, SmolTimer};
+use smol_hyper::rt::FuturesIo;
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -55,6 +60,9 @@ pub struct ApiConfig {
     pub executor: TurnExecutor,
     /// The largest request body read; a larger one is answered 413 ([`DEFAULT_MAX_BODY`]).
     pub max_body: usize,
+    /// The names served besides the loopback ones and the bound address (`--allow-host`,
+    /// checked with [`crate::app::net::guard::host_name`]); used only with an API key.
+    pub allow_hosts: Vec<String>,
 }
 
 /// The default cap on an HTTP request body (1 MiB).
@@ -67,6 +75,8 @@ pub struct Api {
     signals: Arc<RunSignals>,
     executor: TurnExecutor,
     api_key: Option<String>,
+    /// Which requests the listener serves at all.
+    guard: Guard,
     /// The largest request body read (413 past it).
     max_body: usize,
     clock: SystemClock,
@@ -85,11 +95,21 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Api {
     /// Opens the store (marking runs a dead process left unsettled `interrupted`);
-    /// `http_port` is the API's bound port (a PostgreSQL replica's default id names it).
-    pub async fn open(config: ApiConfig, http_port: u16) -> Result<Arc<Self>, StoreError> {
+    /// `bound` is the API's bound address (its port names a PostgreSQL replica by default,
+    /// and the guard serves it as a name).
+    pub async fn open(config: ApiConfig, bound: SocketAddr) -> Result<Arc<Self>, StoreError> {
         let clock = SystemClock::new();
         let signals = Arc::new(RunSignals::default());
-        let store = store::open(&config.database, signals.clone(), http_port, clock.now()).await?;
+        let store =
+            store::open(&config.database, signals.clone(), bound.port(), clock.now()).await?;
+        let api_key = config.api_key.filter(|k| !k.is_empty());
+        // A keyless API is anyone's on this machine: never more than that.
+        let extra: &[String] = if api_key.is_some() {
+            &config.allow_hosts
+        } else {
+            &[]
+        };
+        let guard = Guard::new(bound, extra);
         let housekeeping = smol::spawn({
             let (store, clock) = (store.clone(), clock);
             async move {
@@ -103,12 +123,33 @@ impl Api {
             store,
             signals,
             executor: config.executor,
-            api_key: config.api_key.filter(|k| !k.is_empty()),
+            api_key,
+            guard,
             max_body: config.max_body,
             clock,
             streams: Arc::default(),
             _housekeeping: housekeeping,
         }))
+    }
+
+    /// Answers one request in-process, as a connection of the listener would, guard first (no
+    /// socket: the fuzz targets call this). An event stream's body is what the caller reads of
+    /// it.
+    pub async fn answer<B>(
+        self: &Arc<Self>,
+        request: hyper::Request<B>,
+    ) -> hyper::Response<ResponseBody>
+    where
+        B: hyper::body::Body<Data = hyper::body::Bytes>,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let streaming = Streaming::default();
+        self.clone().respond(request, &streaming).await
+    }
+
+    /// Whether the API requires a key.
+    pub fn has_key(&self) -> bool {
+        self.api_key.is_some()
     }
 
     /// Serves the API on `listener` until the future is dropped.
@@ -130,8 +171,7 @@ impl Api {
             let (api, slot) = (self.clone(), slot.clone());
             async move { Ok::<_, Infallible>(api.respond(request, &slot).await) }
         });
-        let _ = http1::Builder::new()
-            .timer(SmolTimer::new())
+        let _ = http1()
             .serve_connection(FuturesIo::new(stream), service)
             .await;
         drop(lock(&streaming).take());

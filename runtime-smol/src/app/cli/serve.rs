@@ -30,21 +30,22 @@ pub struct ServeOptions {
 }
 
 /// Refuses what would expose an unauthenticated protocol beyond this machine (SPEC §12.4):
-/// `--listen tcp:` on an address that is not loopback, and `--http` on one without an API
-/// key, unless `allow_remote`.
+/// `--listen tcp:` on an address that is not loopback unless `allow_remote`; `--http` on one
+/// without an API key, `allow_remote` or not (a keyless API is anyone's who reaches it); and
+/// `--allow-host` names for a keyless API (it answers only to its loopback names).
 pub fn check_exposure(
     listen: &[ListenAddr],
     http: Option<SocketAddr>,
     has_api_key: bool,
     allow_remote: bool,
+    allow_hosts: &[String],
 ) -> Result<(), UsageError> {
-    if allow_remote {
-        return Ok(());
-    }
-    for addr in listen {
-        if let ListenAddr::Tcp(tcp) = addr {
-            if !loopback(tcp) {
-                return Err(UsageError::RemoteListen { addr: *tcp });
+    if !allow_remote {
+        for addr in listen {
+            if let ListenAddr::Tcp(tcp) = addr {
+                if !loopback(tcp) {
+                    return Err(UsageError::RemoteListen { addr: *tcp });
+                }
             }
         }
     }
@@ -52,6 +53,7 @@ pub fn check_exposure(
         Some(addr) if !loopback(&addr) && !has_api_key => {
             Err(UsageError::RemoteHttpWithoutKey { addr })
         }
+        Some(_) if !has_api_key && !allow_hosts.is_empty() => Err(UsageError::AllowHostWithoutKey),
         _ => Ok(()),
     }
 }
@@ -103,6 +105,14 @@ pub fn serve(options: ServeOptions, mut signals: Signals) -> Result<(), AppError
             .collect();
         let api = api.map(|(api, listener, bound)| {
             super::announce_listening(format_args!("http://{bound}"));
+            if !api.has_key() {
+                tracing::warn!(
+                    target: "connop::listener",
+                    listener = %format_args!("http:{bound}"),
+                    "the HTTP API has no key: any local process may start runs and read \
+                     sessions through it; set --api-key K (or CONNOP_API_KEY) to require one",
+                );
+            }
             listeners.push(smol::spawn(api.clone().serve(listener)));
             api
         });
@@ -184,7 +194,7 @@ async fn open_api(
     let listener = smol::net::TcpListener::bind(addr).await.map_err(failed)?;
     let bound = listener.local_addr().map_err(failed)?;
     // After the bind: a PostgreSQL replica's default id is this host and port.
-    let api = Api::open(config, bound.port()).await?;
+    let api = Api::open(config, bound).await?;
     Ok((api, listener, bound))
 }
 
@@ -203,20 +213,29 @@ mod tests {
             "[::1]:0",
             "[::ffff:127.0.0.1]:0",
         ] {
-            assert!(check_exposure(&[tcp(fine), unix.clone()], None, false, false).is_ok());
-            assert!(check_exposure(&[], http(fine), false, false).is_ok());
+            assert!(check_exposure(&[tcp(fine), unix.clone()], None, false, false, &[]).is_ok());
+            assert!(check_exposure(&[], http(fine), false, false, &[]).is_ok());
         }
         for remote in ["0.0.0.0:0", "[::]:0", "192.0.2.1:7", "[::ffff:0.0.0.0]:1"] {
-            let refused = check_exposure(&[tcp(remote)], None, true, false).unwrap_err();
+            let refused = check_exposure(&[tcp(remote)], None, true, false, &[]).unwrap_err();
             assert!(
                 matches!(refused, UsageError::RemoteListen { .. }),
                 "{refused}"
             );
-            assert!(check_exposure(&[tcp(remote)], None, false, true).is_ok());
-            let refused = check_exposure(&[], http(remote), false, false).unwrap_err();
-            assert!(refused.to_string().contains("no --api-key"), "{refused}");
-            assert!(check_exposure(&[], http(remote), true, false).is_ok());
-            assert!(check_exposure(&[], http(remote), false, true).is_ok());
+            assert!(check_exposure(&[tcp(remote)], None, false, true, &[]).is_ok());
+            for allow_remote in [false, true] {
+                let refused =
+                    check_exposure(&[], http(remote), false, allow_remote, &[]).unwrap_err();
+                assert!(refused.to_string().contains("no --api-key"), "{refused}");
+            }
+            assert!(check_exposure(&[], http(remote), true, false, &[]).is_ok());
         }
+        let names = ["api.example.test".to_owned()];
+        let refused = check_exposure(&[], http("127.0.0.1:0"), false, true, &names).unwrap_err();
+        assert!(
+            matches!(refused, UsageError::AllowHostWithoutKey),
+            "{refused}"
+        );
+        assert!(check_exposure(&[], http("127.0.0.1:0"), true, true, &names).is_ok());
     }
 }

@@ -104,6 +104,9 @@ enum Closed {
     Shutdown,
     /// Its queued output passed the bound.
     OutputLimit,
+    /// Its first line was an HTTP request line: a web page or an HTTP client, not a JSON-RPC
+    /// client. Nothing it sent is answered or run.
+    HttpRequest,
 }
 
 impl Closed {
@@ -113,6 +116,7 @@ impl Closed {
             Closed::ReadError => "read error",
             Closed::Shutdown => "shutdown",
             Closed::OutputLimit => "queued output over its limit",
+            Closed::HttpRequest => "an HTTP request, not JSON-RPC",
         }
     }
 }
@@ -161,6 +165,16 @@ pub async fn serve_transport<R, W>(
     let writing = smol::spawn(write_lines(lines, writer, out.budget.clone()));
     let mine = Arc::new(Count::default());
     let closed = read_requests(&server, &transport, &in_flight, &mine, reader).await;
+    if closed == Closed::HttpRequest {
+        tracing::warn!(
+            target: "connop::transport",
+            transport = number,
+            kind = info.kind,
+            peer = %info.peer,
+            "the transport's first line is an HTTP request (a web page or an HTTP client, not a \
+             JSON-RPC client): closing it without answering or running anything it sent",
+        );
+    }
     if closed == Closed::OutputLimit {
         tracing::warn!(
             target: "connop::transport",
@@ -238,7 +252,11 @@ async fn read_requests<R: AsyncRead + Unpin>(
     let mut line: Vec<u8> = Vec::new();
     // Past the limit the rest of the line is skipped, never buffered.
     let mut too_long = false;
-    let closed = loop {
+    // Until the first line is read: if it is an HTTP request line, nothing is run.
+    let mut first = true;
+    let http_request =
+        |line: &[u8], too_long: bool| !too_long && rpc::is_http_request_line(trim(line));
+    let closed = 'reading: loop {
         // Checked first: a read that is always ready would win every race below.
         if transport.out.is_over() {
             break Closed::OutputLimit;
@@ -279,6 +297,9 @@ async fn read_requests<R: AsyncRead + Unpin>(
             }
             match end {
                 Some(end) => {
+                    if std::mem::take(&mut first) && http_request(&line, too_long) {
+                        break 'reading Closed::HttpRequest;
+                    }
                     take_line(server, transport, in_flight, mine, &line, too_long);
                     line.clear();
                     too_long = false;
@@ -292,6 +313,9 @@ async fn read_requests<R: AsyncRead + Unpin>(
         futures_lite::future::yield_now().await;
     };
     if closed == Closed::Eof && (!line.is_empty() || too_long) {
+        if first && http_request(&line, too_long) {
+            return Closed::HttpRequest;
+        }
         take_line(server, transport, in_flight, mine, &line, too_long);
     }
     closed

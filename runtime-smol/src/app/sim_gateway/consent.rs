@@ -145,6 +145,52 @@ pub fn is_loopback_http(url: &str) -> bool {
         || host.parse::<Ipv4Addr>().is_ok_and(|ip| ip.is_loopback())
 }
 
+/// The longest `returnTo` a mint takes, in bytes.
+pub const MAX_RETURN_TO: usize = 2048;
+
+/// The longest app name a mint takes as its `returnTo`.
+pub const MAX_APP_NAME: usize = 128;
+
+/// Why a mint's `returnTo` was refused (400 at the mint; nothing was minted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReturnToError {
+    /// A control character (CR, LF, NUL, DEL, …): it could never go into a `Location`.
+    #[error("'returnTo' holds a control character")]
+    Control,
+    /// Longer than [`MAX_RETURN_TO`].
+    #[error("'returnTo' is longer than 2048 bytes")]
+    TooLong,
+    /// Neither an app's name nor a URL the browser may be sent back to.
+    #[error(
+        "'returnTo' is neither an app name (1 to 128 letters, digits, '.', '_' or '-') nor an \
+         http:// URL on a loopback host (127.0.0.0/8, localhost, [::1]) written in printable \
+         ASCII without spaces: the browser is sent back only to such a URL"
+    )]
+    Neither,
+}
+
+/// What a mint's `returnTo` may be: the requesting app's name (`connop-desktop`), shown on the
+/// consent page, or an `http://` URL on a loopback host that a decision sends the browser back
+/// to. Checked at the mint, so that a decision never meets a return URL it cannot use.
+pub fn check_return_to(value: &str) -> Result<(), ReturnToError> {
+    if value.chars().any(char::is_control) {
+        return Err(ReturnToError::Control);
+    }
+    if value.len() > MAX_RETURN_TO {
+        return Err(ReturnToError::TooLong);
+    }
+    let app_name = (1..=MAX_APP_NAME).contains(&value.len())
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    let url = value.bytes().all(|b| b.is_ascii_graphic()) && is_loopback_http(value);
+    if app_name || url {
+        Ok(())
+    } else {
+        Err(ReturnToError::Neither)
+    }
+}
+
 /// `""` or `:<digits>` within a port's range.
 fn valid_port(port: &str) -> bool {
     match port.strip_prefix(':') {
@@ -303,6 +349,45 @@ mod tests {
         ] {
             assert!(!is_loopback_http(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_return_to_is_an_app_name_or_a_loopback_url_in_printable_ascii() {
+        for fine in [
+            "connop-desktop",
+            "hermes-desktop-dev",
+            "portal",
+            "a.b_c-1",
+            "http://127.0.0.1:4000/returned?op=1#f",
+            "http://[::1]/r",
+        ] {
+            assert_eq!(check_return_to(fine), Ok(()), "{fine}");
+        }
+        for (bad, why) in [
+            (
+                "http://127.0.0.1/r\r\nSet-Cookie: a",
+                ReturnToError::Control,
+            ),
+            ("connop-desktop\n", ReturnToError::Control),
+            ("http://127.0.0.1/\u{7f}", ReturnToError::Control),
+            ("http://127.0.0.1/\u{85}", ReturnToError::Control),
+            ("http://127.0.0.1/é", ReturnToError::Neither),
+            ("http://127.0.0.1/a b", ReturnToError::Neither),
+            ("http://example.com/", ReturnToError::Neither),
+            ("https://127.0.0.1/", ReturnToError::Neither),
+            ("javascript:alert(1)", ReturnToError::Neither),
+            ("connop desktop", ReturnToError::Neither),
+            ("", ReturnToError::Neither),
+        ] {
+            assert_eq!(check_return_to(bad), Err(why), "{bad:?}");
+        }
+        assert_eq!(check_return_to(&"a".repeat(MAX_APP_NAME)), Ok(()));
+        assert_eq!(
+            check_return_to(&"a".repeat(MAX_APP_NAME + 1)),
+            Err(ReturnToError::Neither)
+        );
+        let long = format!("http://127.0.0.1/{}", "a".repeat(MAX_RETURN_TO));
+        assert_eq!(check_return_to(&long), Err(ReturnToError::TooLong));
     }
 
     #[test]

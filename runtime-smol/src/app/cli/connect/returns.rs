@@ -5,19 +5,23 @@
 //! soon as the person is back instead of at the next tick.
 //!
 //! It is a small HTTP/1.1 server on `127.0.0.1:0` on its own thread; dropping the
-//! [`ReturnListener`] stops it.
+//! [`ReturnListener`] stops it. Like every listener it passes each request through the guard
+//! ([`crate::app::net::guard`]): a `Host` other than its loopback names is 421, a body over
+//! [`MAX_BODY`] is 413 and one that stalls 408, and none of them is a return.
 
 use crate::app::error::UsageError;
-use crate::app::net::serve_connections;
+use crate::app::net::guard::{self, Guard, Refusal};
+use crate::app::net::{http1, serve_connections};
+use crate::app::sim_gateway::consent::escape_html;
 use connop_blocking::{OpHandle, SharedRegistry};
+use connop_core::operation::Text;
 use futures_lite::FutureExt;
 use http_body_util::Full;
-use hyper::body::{Bytes, Incoming};
-use hyper::server::conn::http1;
+use hyper::body::Bytes;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use smol::net::{TcpListener, TcpStream};
-use smol_hyper::rt::{FuturesIo, SmolTimer};
+use smol_hyper::rt::FuturesIo;
 use std::convert::Infallible;
 use std::io;
 use std::sync::Arc;
@@ -25,6 +29,10 @@ use std::thread::JoinHandle;
 
 /// The path the return URL serves.
 pub const RETURN_PATH: &str = "/returned";
+
+/// The largest request body the return URL reads (1 KiB): a return is a `GET` and carries
+/// none; a larger one is 413.
+pub const MAX_BODY: usize = 1 << 10;
 
 /// What `CONNOP_RETURN_URL` must hold for a hosted tool gateway to get the loopback return
 /// URL too.
@@ -117,12 +125,16 @@ pub fn start_if_wanted(
 }
 
 fn hint(op: &OpHandle, back: &Return) {
-    let target = back
-        .connection_id
-        .as_deref()
-        .and_then(|id| op.target_of_connection(id));
+    let target = target_of(back, |id| op.target_of_connection(id));
     // The target comes from the operation itself, so it is never unknown to it.
     let _ = op.return_hint(target.as_deref());
+}
+
+/// The row a return's hint reads: the one holding its connection id (`holding` looks it up
+/// in the operation), or `None`, every live row, when no row holds it or none was named. A
+/// hint only ever asks for a read: what the read answers decides.
+pub fn target_of(back: &Return, holding: impl FnOnce(&str) -> Option<Text>) -> Option<Text> {
+    back.connection_id.as_deref().and_then(holding)
 }
 
 /// The loopback return listener, serving until dropped.
@@ -173,41 +185,60 @@ impl Drop for ReturnListener {
 
 /// Accepts until dropped; a failed accept backs off and never ends the listener.
 async fn serve(listener: TcpListener, name: String, on_return: OnReturn) {
+    let guard = match listener.local_addr() {
+        Ok(bound) => Arc::new(Guard::new(bound, &[])),
+        Err(_) => return,
+    };
     serve_connections(listener, name, |stream| {
-        connection(stream, on_return.clone())
+        connection(stream, guard.clone(), on_return.clone())
     })
     .await
 }
 
-async fn connection(stream: TcpStream, on_return: OnReturn) {
+async fn connection(stream: TcpStream, guard: Arc<Guard>, on_return: OnReturn) {
     let _ = stream.set_nodelay(true);
-    let service = service_fn(move |request: Request<Incoming>| {
-        let on_return = on_return.clone();
-        async move { Ok::<_, Infallible>(respond(&request, &on_return)) }
+    let service = service_fn(move |request: Request<hyper::body::Incoming>| {
+        let (guard, on_return) = (guard.clone(), on_return.clone());
+        async move { Ok::<_, Infallible>(respond(request, &guard, &on_return).await) }
     });
-    let _ = http1::Builder::new()
-        .timer(SmolTimer::new())
+    let _ = http1()
         .serve_connection(FuturesIo::new(stream), service)
         .await;
 }
 
-/// `GET /returned?…`: the hint, then the page. Any other path is 404, any other method 405.
-fn respond(request: &Request<Incoming>, on_return: &OnReturn) -> Response<Full<Bytes>> {
-    if request.uri().path() != RETURN_PATH {
+/// `GET /returned?…`: the guard, then the hint, then the page. Any other path is 404, any
+/// other method 405.
+async fn respond<B>(
+    request: Request<B>,
+    guard: &Guard,
+    on_return: &OnReturn,
+) -> Response<Full<Bytes>>
+where
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let (parts, body) = request.into_parts();
+    if let Err(refusal) = guard.host(&parts.uri, &parts.headers) {
+        return refused(&refusal);
+    }
+    if parts.uri.path() != RETURN_PATH {
         return page(
             StatusCode::NOT_FOUND,
             "Not found",
             "Nothing is served here.",
         );
     }
-    if request.method() != Method::GET && request.method() != Method::HEAD {
+    if parts.method != Method::GET && parts.method != Method::HEAD {
         return page(
             StatusCode::METHOD_NOT_ALLOWED,
             "Not allowed",
             "Open this address in a browser.",
         );
     }
-    let back = Return::from_query(request.uri().query().unwrap_or(""));
+    if let Err(refusal) = guard::read_body(&parts.headers, body, MAX_BODY).await {
+        return refused(&refusal);
+    }
+    let back = Return::from_query(parts.uri.query().unwrap_or(""));
     on_return(&back);
     page(
         StatusCode::OK,
@@ -216,7 +247,23 @@ fn respond(request: &Request<Incoming>, on_return: &OnReturn) -> Response<Full<B
     )
 }
 
-/// A short HTML page; nothing from the request is echoed into it.
+/// The page of a request the guard refused: why, escaped (the refused `Host` is in it).
+fn refused(refusal: &Refusal) -> Response<Full<Bytes>> {
+    let mut response = page(
+        refusal.status(),
+        "Refused",
+        &escape_html(&refusal.to_string()),
+    );
+    if refusal.closes() {
+        response.headers_mut().insert(
+            hyper::header::CONNECTION,
+            hyper::header::HeaderValue::from_static("close"),
+        );
+    }
+    response
+}
+
+/// A short HTML page; `text` is HTML, and nothing from the request goes into it unescaped.
 fn page(status: StatusCode, title: &str, text: &str) -> Response<Full<Bytes>> {
     let body = format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title>\

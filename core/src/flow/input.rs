@@ -64,6 +64,10 @@ pub enum Input {
         /// The target the return names, if any.
         target: Option<Text>,
     },
+    /// Register a detached operation ([`Flow::detached`]) under its key.
+    Register,
+    /// Settle `all_resolved` if every target resolved.
+    SettleIfAllResolved,
 }
 
 /// What [`Flow::handle_input`] reports back to whoever fed the input. Everything else the
@@ -133,6 +137,10 @@ impl Flow {
             Input::ReturnHint { target } => self
                 .handle_return_hint(target.as_deref(), now)
                 .map(|read| Handled::Hinted { read }),
+            Input::Register => self.handle_register().map(|()| Handled::Taken),
+            Input::SettleIfAllResolved => {
+                Ok(Handled::Settled(self.handle_settle_if_all_resolved(now)))
+            }
         }
     }
 }

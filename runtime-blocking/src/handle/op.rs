@@ -19,8 +19,9 @@ use connop_core::card::{CardAnswer, CardReply};
 use connop_core::contract::{Actor, SettleReason, TargetState};
 use connop_core::error::CallerError;
 use connop_core::flow::{CallPurpose, Effect, Event, Flow};
+use connop_core::operation::TargetRow;
 use connop_core::operation::{ChangeRecord, OpId, Patch, Text};
-use connop_core::payload::OperationView;
+use connop_core::payload::{CardRequest, OperationResult, OperationView};
 use connop_core::registry::{Registry, RegistryEntry};
 use connop_core::time::Timestamp;
 use connop_core::tool::ToolResult;
@@ -433,6 +434,59 @@ impl OpHandle {
         actor: Actor,
     ) -> Result<ChangeRecord, CallerError> {
         self.apply(|flow, now| flow.handle_refresh(name, connect_url, detail, actor, now))
+    }
+
+    /// Registers a detached operation ([`ToolContext::detached`](super::ToolContext::detached))
+    /// under its session key: refused, with the open operation's id, when the session has an
+    /// unsettled one; the operation then goes on unregistered. Only for a detached
+    /// operation that has not settled.
+    pub fn register(&self) -> Result<Result<(), OpId>, CallerError> {
+        self.apply(|flow, _| flow.handle_register())?;
+        let state = self.lock();
+        Ok(state.flow.registration().unwrap_or(Ok(())))
+    }
+
+    /// Settles `all_resolved` if every target resolved; returns whether this call settled.
+    pub fn settle_if_all_resolved(&self) -> bool {
+        self.apply(|flow, now| flow.handle_settle_if_all_resolved(now))
+    }
+
+    /// Replaces what a local MCP server's row needs from the environment (no move).
+    pub fn set_required_env(
+        &self,
+        name: &str,
+        env: Option<serde_json::Value>,
+    ) -> Result<(), CallerError> {
+        self.lock().flow.set_required_env(name, env)
+    }
+
+    /// The card request as it would be now (the card path emits it once).
+    pub fn card_request(&self) -> Option<CardRequest> {
+        self.lock().flow.card_request()
+    }
+
+    /// The operation as its host reads it at any time: the live rows while open, the frozen
+    /// snapshot once settled.
+    pub fn host_result(&self) -> Option<OperationResult> {
+        self.lock().flow.host_result()
+    }
+
+    /// One row as it stands, and when the watcher reads it next at the earliest (after a
+    /// 429), if it holds it back.
+    pub fn target(&self, name: &str) -> Option<(TargetRow, Option<Timestamp>)> {
+        let state = self.lock();
+        let row = state.flow.operation()?.row(name)?.clone();
+        Some((row, state.flow.next_read_at(name)))
+    }
+
+    /// The rows' names, in order.
+    pub fn target_names(&self) -> Vec<Text> {
+        let state = self.lock();
+        state
+            .flow
+            .operation()
+            .map(|op| op.rows().iter().map(|r| r.name.clone()).collect())
+            .unwrap_or_default()
     }
 
     /// The browser came back from the vendor (SPEC §12.1): reads the named live row (every

@@ -17,6 +17,8 @@ pub enum Links {
     Hidden,
     /// `connect_url` only (links-path model result).
     Url,
+    /// `connection_id` only (a card-path model result in the original's dialect).
+    Id,
     /// Both (operation view, update frames, card request).
     UrlAndId,
 }
@@ -93,12 +95,12 @@ impl Serialize for Snapshot<'_> {
                 map.serialize_entry("instructions", text)?;
             }
         }
-        if self.links != Links::Hidden {
+        if matches!(self.links, Links::Url | Links::UrlAndId) {
             if let Some(url) = non_empty(&row.connect_url) {
                 map.serialize_entry("connect_url", url)?;
             }
         }
-        if self.links == Links::UrlAndId {
+        if matches!(self.links, Links::Id | Links::UrlAndId) {
             if let Some(id) = non_empty(&row.connection_id) {
                 map.serialize_entry("connection_id", id)?;
             }
@@ -303,6 +305,9 @@ pub struct ModelResult {
     pub targets: Vec<TargetRow>,
     /// Card or links.
     pub path: ResultPath,
+    /// Whether each row shows its account id (the original system's results do; connop's
+    /// keep it from the model).
+    pub account_ids: bool,
 }
 
 impl ModelResult {
@@ -318,7 +323,14 @@ impl ModelResult {
             settled_by: view.settled_by,
             targets: view.targets,
             path,
+            account_ids: false,
         }
+    }
+
+    /// The same result, showing each row's account id or not.
+    pub fn with_account_ids(mut self, shown: bool) -> Self {
+        self.account_ids = shown;
+        self
     }
 
     /// `settled` on the card path; on the links path `initiated` while any target is.
@@ -346,9 +358,11 @@ impl ModelResult {
 
 impl Serialize for ModelResult {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let links = match self.path {
-            ResultPath::Card => Links::Hidden,
-            ResultPath::Links => Links::Url,
+        let links = match (self.path, self.account_ids) {
+            (ResultPath::Card, false) => Links::Hidden,
+            (ResultPath::Card, true) => Links::Id,
+            (ResultPath::Links, false) => Links::Url,
+            (ResultPath::Links, true) => Links::UrlAndId,
         };
         let mut map = s.serialize_map(None)?;
         map.serialize_entry("op_id", &self.op_id)?;

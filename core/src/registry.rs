@@ -7,6 +7,11 @@
 use crate::operation::{OpId, Text};
 use std::collections::HashMap;
 
+/// Why a host's registration of an operation was refused: the session's open one.
+pub fn already_open_text(session_key: &str, open: OpId) -> String {
+    format!("session '{session_key}' already has operation {open} open")
+}
+
 /// What the registry needs to know of a stored handle.
 pub trait RegistryEntry {
     /// The operation's id.
@@ -65,6 +70,11 @@ impl<H: RegistryEntry> Registry<H> {
         }
         self.entries.insert(key, handle);
         Ok(())
+    }
+
+    /// Forgets every entry (a test's fresh start).
+    pub fn clear(&mut self) -> Vec<H> {
+        self.entries.drain().map(|(_, h)| h).collect()
     }
 
     /// The unsettled operation under `key`, if any.

@@ -6,7 +6,7 @@ use crate::payload::ModelResult;
 use crate::tool_gateway::ConnectorRow;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// What the tool was asked to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -301,6 +301,62 @@ pub fn parse_args_in(args: &Value, dialect: Dialect) -> Result<ToolArgs, ArgErro
         connectors,
         force,
         dialect,
+    })
+}
+
+/// The tool's model-facing declaration (name, description, JSON Schema of the arguments) in
+/// `dialect`: the actions it takes and the target forms it accepts. There is no wait action,
+/// no timeout and no reason argument: the operation's deadline is the host's.
+pub fn schema(dialect: Dialect) -> Value {
+    let (actions, item): (&[&str], Value) = match dialect {
+        Dialect::Connop => (
+            &["status", "connect", "reconnect"],
+            json!({"type": "string", "description": "A connector slug, e.g. \"gmail\"."}),
+        ),
+        Dialect::Original => (
+            &[
+                "status",
+                "connect",
+                "reconnect",
+                "install",
+                "enable",
+                "authorize",
+            ],
+            json!({"anyOf": [
+                {"type": "string", "description": "A managed connector slug, e.g. \"gmail\"."},
+                {"type": "object",
+                 "properties": {
+                     "name": {"type": "string", "description": "The connector slug or MCP server name."},
+                     "mcp": {"type": "boolean", "description": "true for a local MCP server."},
+                 },
+                 "required": ["name"],
+                 "additionalProperties": false},
+            ]}),
+        ),
+    };
+    json!({
+        "name": "manage_connections",
+        "description": "Connect the user's accounts. status lists the connectors and whether each works; connect (or reconnect, to repair one) asks the user to authorize the named connectors and returns once each is connected, skipped or not connected. The user disconnects accounts themselves; this tool never does.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "action": {
+                    "type": "string",
+                    "enum": actions,
+                    "description": "What to do; status when omitted.",
+                },
+                "connectors": {
+                    "type": "array",
+                    "items": item,
+                    "description": "The targets of connect and reconnect; for status, the names to show (all when omitted).",
+                },
+                "force": {
+                    "type": "boolean",
+                    "description": "reconnect only: restart the authorization even if the account works (to switch accounts).",
+                },
+            },
+            "required": [],
+        },
     })
 }
 
@@ -707,5 +763,25 @@ mod tests {
             misroute_detail("linear", Dialect::Original),
             "linear is a local MCP server, not a hosted connector account. Call manage_connections with action install and connectors [{\"name\": \"linear\", \"mcp\": true}]."
         );
+    }
+
+    #[test]
+    fn the_schema_names_the_dialects_actions_and_no_wait_timeout_or_reason() {
+        for (dialect, actions) in [(Dialect::Connop, 3), (Dialect::Original, 6)] {
+            let schema = schema(dialect);
+            let props = &schema["parameters"]["properties"];
+            assert_eq!(props["action"]["enum"].as_array().unwrap().len(), actions);
+            assert!(!props["action"]["enum"].to_string().contains("wait"));
+            assert!(props.get("timeout_seconds").is_none() && props.get("reason").is_none());
+            assert_eq!(props["force"]["type"], "boolean");
+            // Every action the schema names is one the arguments take.
+            for action in props["action"]["enum"].as_array().unwrap() {
+                let got = parse_args_in(&json!({"action": action}), dialect);
+                assert!(
+                    !matches!(got, Err(ArgError::UnknownAction(_))),
+                    "{action}: {got:?}"
+                );
+            }
+        }
     }
 }

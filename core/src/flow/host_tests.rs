@@ -206,7 +206,7 @@ fn a_detached_operation_is_moved_and_settled_by_its_host_alone() {
         Some(SettleReason::AllResolved)
     );
     assert_eq!(
-        flow.handle_register(),
+        flow.handle_register(None),
         Err(CallerError::NotDetached),
         "settled"
     );
@@ -216,7 +216,7 @@ fn a_detached_operation_is_moved_and_settled_by_its_host_alone() {
 fn a_detached_operation_refused_by_the_registry_goes_on_and_may_register_later() {
     let mut flow = Flow::detached(vec![target("gmail")], config(), [7; 6], T0);
     assert_eq!(flow.registration(), None);
-    flow.handle_register().unwrap();
+    flow.handle_register(None).unwrap();
     let effects = drain(&mut flow);
     assert!(
         matches!(effects.as_slice(), [Effect::Register { .. }]),
@@ -237,7 +237,7 @@ fn a_detached_operation_refused_by_the_registry_goes_on_and_may_register_later()
         T0,
     )
     .unwrap();
-    flow.handle_register().unwrap();
+    flow.handle_register(None).unwrap();
     drain(&mut flow);
     flow.handle_registered(Ok(()), T0);
     assert_eq!(flow.registration(), Some(Ok(())));
@@ -249,7 +249,10 @@ fn a_detached_operation_refused_by_the_registry_goes_on_and_may_register_later()
     );
     let tool_flow = Flow::start(&json!({"action": "status"}), config(), [7; 6], T0);
     let mut tool_flow = tool_flow;
-    assert_eq!(tool_flow.handle_register(), Err(CallerError::NoOperation));
+    assert_eq!(
+        tool_flow.handle_register(None),
+        Err(CallerError::NoOperation)
+    );
 }
 
 #[test]

@@ -351,6 +351,8 @@ pub struct Flow {
     host_settles: bool,
     /// The registry's last answer to a registration the host asked for ([`Flow::detached`]).
     registration: Option<Result<(), OpId>>,
+    /// A pass of the watcher the host asked for ([`Input::Observe`]): the next row to read.
+    observing: Option<usize>,
     stage: Stage,
     op: Option<Operation>,
     registered: bool,
@@ -441,6 +443,7 @@ impl Flow {
             held: false,
             host_settles: false,
             registration: None,
+            observing: None,
             stage: Stage::Done,
             op: None,
             registered: false,
@@ -654,7 +657,12 @@ impl Flow {
             Purpose::Mint => self.on_mint(result, now),
             Purpose::MisrouteList => self.on_misroute_list(result, now),
             Purpose::WatchList => self.on_watch_list(result, now),
-            Purpose::Read(index) => self.on_read(index, result, now),
+            Purpose::Read(index) => {
+                self.on_read(index, result, now);
+                if self.observing.is_some() {
+                    self.observe_next(now);
+                }
+            }
         }
     }
 
@@ -766,10 +774,16 @@ impl Flow {
     /// [`Input::Register`]: registers a detached operation ([`Flow::detached`]) under its
     /// key; the registry's answer is then [`registration`](Self::registration). Refused for
     /// a flow the tool started (it registers itself) and once settled.
-    pub fn handle_register(&mut self) -> Result<(), CallerError> {
+    ///
+    /// `profile` registers it under that profile instead of the one it was made with (a host
+    /// serving several profiles knows which is active only when it registers).
+    pub fn handle_register(&mut self, profile: Option<Text>) -> Result<(), CallerError> {
         let op = self.op.as_ref().ok_or(CallerError::NoOperation)?;
         if !self.host_settles || op.is_settled() || self.stage != Stage::Held {
             return Err(CallerError::NotDetached);
+        }
+        if let Some(profile) = profile {
+            self.registry_key.profile = profile;
         }
         self.registration = None;
         self.stage = Stage::Registering;
@@ -779,6 +793,50 @@ impl Flow {
             op_id,
         });
         Ok(())
+    }
+
+    /// [`Input::Observe`]: one pass of the watcher over a detached operation, on its host's
+    /// request (the host runs the reads, one at a time): each live row with an account id is
+    /// read once, in order, as the watcher reads it — the same moves, the same late answers
+    /// dropped, and a 429 ends the pass and holds every row back. Nothing is read during a
+    /// back-off, once settled, or once the deadline has come. A pass under way goes on.
+    pub fn handle_observe(&mut self, now: Timestamp) -> Result<(), CallerError> {
+        let op = self.op.as_ref().ok_or(CallerError::NoOperation)?;
+        if !self.host_settles {
+            return Err(CallerError::NotDetached);
+        }
+        if op.is_settled() || self.observing.is_some() {
+            return Ok(());
+        }
+        self.observing = Some(0);
+        self.observe_next(now);
+        Ok(())
+    }
+
+    /// Starts the pass's next read, or ends the pass.
+    fn observe_next(&mut self, now: Timestamp) {
+        let Some(mut next) = self.observing.take() else {
+            return;
+        };
+        let op = self.op();
+        let held_back = self.watch.backoff_until().is_some_and(|until| until > now);
+        if op.is_settled() || now >= op.deadline_at() || held_back || self.stage != Stage::Held {
+            return;
+        }
+        while let Some(row) = op.rows().get(next) {
+            let index = next;
+            next += 1;
+            let Some(id) = row.connection_id.clone().filter(|_| row.state.is_live()) else {
+                continue;
+            };
+            let call = GatewayCall::Account {
+                connection_id: id,
+                timeout: watch::read_timeout(op.deadline_at(), now),
+            };
+            self.observing = Some(next);
+            self.call(Purpose::Read(index), call);
+            return;
+        }
     }
 
     /// [`Input::SettleIfAllResolved`]: settles `all_resolved` if every target resolved;
@@ -988,16 +1046,14 @@ impl Flow {
                     view: OperationView::of(self.op()),
                     change: None,
                 }))));
-                self.finish(ToolResult::Model(ModelResult::of(
-                    self.op(),
-                    ResultPath::Card,
-                )));
+                let result = ModelResult::of(self.op(), ResultPath::Card)
+                    .with_account_ids(self.dialect == Dialect::Original);
+                self.finish(ToolResult::Model(result));
             }
             Path::Links => {
-                self.finish(ToolResult::Model(ModelResult::of(
-                    self.op(),
-                    ResultPath::Links,
-                )));
+                let result = ModelResult::of(self.op(), ResultPath::Links)
+                    .with_account_ids(self.dialect == Dialect::Original);
+                self.finish(ToolResult::Model(result));
             }
         }
         true

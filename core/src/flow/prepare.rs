@@ -6,7 +6,7 @@ use crate::contract::{Actor, SettleReason, TargetAction, TargetState};
 use crate::operation::{Patch, Text};
 use crate::payload::{ModelResult, ResultPath};
 use crate::time::Timestamp;
-use crate::tool::{self, ToolResult};
+use crate::tool::{self, Dialect, ToolResult};
 use crate::tool_gateway::{
     GatewayCall, GatewayError, GatewayReply, MintRequest, MintRow, MintStatus,
 };
@@ -206,7 +206,8 @@ impl Flow {
                 self.maybe_tick(now);
             }
             Path::Links => {
-                let result = ModelResult::of(self.op(), ResultPath::Links);
+                let result = ModelResult::of(self.op(), ResultPath::Links)
+                    .with_account_ids(self.dialect == Dialect::Original);
                 self.finish(ToolResult::Model(result));
             }
         }

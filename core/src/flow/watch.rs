@@ -352,7 +352,8 @@ impl Flow {
                 now,
             );
         }
-        if self.stage == Stage::Watching {
+        // Not once the first step settled it (a watched operation whose rows all resolved).
+        if matches!(self.stage, Stage::Watching | Stage::Held) {
             self.step(
                 index,
                 to,

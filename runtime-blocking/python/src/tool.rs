@@ -77,7 +77,7 @@ pub fn events(on_card: Option<Py<PyAny>>, on_update: Option<Py<PyAny>>) -> Event
     args, *, session_key, gateway, surface="", on_card=None, on_update=None, tick=1.0,
     deadline=300.0, local_catalog=Vec::new(), hosted_names=None, tool_call_id=None,
     return_to=None, desktop_return_to=None, interrupt=None, registry=None,
-    agent_session_id=None, calls=None
+    agent_session_id=None, calls=None, dialect=None, available=true
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn manage_connections(
@@ -99,6 +99,8 @@ pub fn manage_connections(
     registry: Option<PyRef<'_, PyRegistry>>,
     agent_session_id: Option<String>,
     calls: Option<&str>,
+    dialect: Option<&str>,
+    available: bool,
 ) -> PyResult<String> {
     let args: Value = match args.cast::<PyString>() {
         Ok(text) => serde_json::from_str(&text.to_cow()?)
@@ -108,7 +110,11 @@ pub fn manage_connections(
     let gateway: Arc<dyn BlockingToolGateway> = match gateway.extract::<PyRef<'_, PyHttpGateway>>()
     {
         Ok(http) => http.inner.clone(),
-        Err(_) => Arc::new(PyGateway::new(gateway.clone().unbind())),
+        Err(_) => match gateway.cast::<crate::transport::PyTransportGateway>() {
+            // The host's transport through connop's rules (its Python runs on this thread).
+            Ok(client) => client.get().inner.clone(),
+            Err(_) => Arc::new(PyGateway::new(gateway.clone().unbind())),
+        },
     };
     let inline = match calls {
         None => false,
@@ -135,6 +141,10 @@ pub fn manage_connections(
     }
     context.interrupt = interrupt.map(|i| i.inner.clone());
     context.agent_session_id = agent_session_id.map(Into::into);
+    context.dialect = crate::compat::dialect(dialect)?;
+    context.available = available;
+    // Calls on this thread run one at a time: the watcher hands them out so.
+    context.serial_calls = inline;
     // No call starter: the calls come out of the driver's step (see `PyCalls`).
     context.calls = None;
     let calls = PyCalls::new(gateway, inline, hosted_names, std::thread::current());

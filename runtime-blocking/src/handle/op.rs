@@ -437,13 +437,50 @@ impl OpHandle {
     }
 
     /// Registers a detached operation ([`ToolContext::detached`](super::ToolContext::detached))
-    /// under its session key: refused, with the open operation's id, when the session has an
-    /// unsettled one; the operation then goes on unregistered. Only for a detached
-    /// operation that has not settled.
-    pub fn register(&self) -> Result<Result<(), OpId>, CallerError> {
-        self.apply(|flow, _| flow.handle_register())?;
+    /// under its session key (and `profile`, when given): refused, with the open operation's
+    /// id, when the session has an unsettled one; the operation then goes on unregistered.
+    /// Only for a detached operation that has not settled.
+    pub fn register(&self, profile: Option<Text>) -> Result<Result<(), OpId>, CallerError> {
+        self.apply(|flow, _| flow.handle_register(profile))?;
         let state = self.lock();
         Ok(state.flow.registration().unwrap_or(Ok(())))
+    }
+
+    /// One pass of the watcher over a detached operation, its reads run on this thread by
+    /// `call`, one at a time, each answer fed before the next read starts (the core's
+    /// [`Flow::handle_observe`]). `call` may reach the operation (a card answer landing
+    /// during a read): no lock is held while it runs.
+    pub fn observe(
+        &self,
+        call: &mut dyn FnMut(&GatewayCall) -> Result<GatewayReply, GatewayError>,
+    ) -> Result<(), CallerError> {
+        self.apply(|flow, now| flow.handle_observe(now))?;
+        loop {
+            let calls = std::mem::take(&mut self.lock().for_driver);
+            if calls.is_empty() {
+                return Ok(());
+            }
+            for (id, request) in calls {
+                if self.awaits(id) {
+                    let answer = call(&request);
+                    self.deliver(id, answer);
+                }
+            }
+        }
+    }
+
+    /// Removes the operation's registry entry, if the entry is still this operation (a late
+    /// close never evicts a newer one). It goes on unregistered.
+    pub fn close_registration(&self) {
+        let Some(op_id) = self.0.op_id else { return };
+        let key = self.lock().flow.registry_key().clone();
+        let closed = lock(&self.0.env.registry).close(&key, op_id);
+        drop(closed);
+    }
+
+    /// The session key it registers under.
+    pub fn session_key(&self) -> Text {
+        self.lock().flow.registry_key().session_key.clone()
     }
 
     /// Settles `all_resolved` if every target resolved; returns whether this call settled.

@@ -50,6 +50,9 @@ class TargetAction:
     """What was asked for a target."""
     connect: "TargetAction"
     reconnect: "TargetAction"
+    install: "TargetAction"
+    enable: "TargetAction"
+    authorize: "TargetAction"
     @property
     def value(self) -> str: ...
 
@@ -121,9 +124,26 @@ class Operation:
     def view(self) -> Optional[dict]:
         """The operation view (SPEC §3.2), links included."""
     def result(self) -> Optional[dict]:
-        """The frozen snapshot with links once settled; ``None`` while open."""
+        """The operation as it stands: live while open, frozen once settled, links
+        included."""
     def tool_result(self) -> Optional[str]:
         """The tool call's JSON result once it returned."""
+    # An operation made by ``Registry.detached``, and what any host reads of one:
+    @property
+    def session_key(self) -> str: ...
+    def register(self, *, profile: Optional[str] = None) -> None:
+        """Registers it under its session key; raises ``OperationAlreadyOpen``."""
+    def close(self) -> None:
+        """Removes its registry entry if the entry is still this operation."""
+    def observe(self, gateway: Any) -> None:
+        """One watcher pass: each live row with an account id read once, on this thread."""
+    def request_payload(self) -> Optional[dict]:
+        """The card request as it would be now."""
+    def settle_if_all_resolved(self) -> bool: ...
+    def target(self, name: str) -> Optional[dict]:
+        """One row as it stands (with ``snapshot`` and ``next_read_at``), or ``None``."""
+    def target_names(self) -> list: ...
+    def set_required_env(self, name: str, env: Optional[list]) -> None: ...
 
 class Registry:
     """One open operation per session key (SPEC §4)."""
@@ -140,6 +160,14 @@ class Registry:
         """Registers an operation the host moves itself: no gateway call, no watcher, and no
         timer (its deadline is recorded, not enforced). Raises ``OperationAlreadyOpen``."""
     def __len__(self) -> int: ...
+    def detached(self, session_key: str, targets: Iterable[Any], *, deadline: float = 300.0,
+                 tool_call_id: Optional[str] = None,
+                 on_update: Optional[Callable[[dict], Any]] = None) -> Operation:
+        """An operation that exists before it registers; only its host settles it."""
+    def for_profile(self, profile: str) -> "Registry":
+        """The same entries seen from another profile."""
+    def clear(self) -> None:
+        """Forgets every entry."""
 
 class Interrupt:
     """A turn's interrupt token: ``trigger()`` settles every attached operation ``interrupt``
@@ -169,6 +197,8 @@ def manage_connections(
     registry: Optional[Registry] = None,
     agent_session_id: Optional[str] = None,
     calls: Optional[str] = None,
+    dialect: Optional[str] = None,
+    available: bool = True,
 ) -> str:
     """Runs one ``manage_connections`` tool call on this thread and returns its JSON result.
 
@@ -187,8 +217,12 @@ def manage_connections(
     slow call (their answers are fed on the waiting thread), and one row's slow read never
     delays another's (so the gateway object may be called from two threads at once);
     ``"inline"`` runs them on the waiting thread, for a gateway object that answers at once
-    (a slow call there delays all three). The GIL is released while the call waits; Ctrl-C on the
-    main thread settles the operation ``interrupt`` and the call returns that result.
+    (a slow call there delays all three); inline reads go out one at a time, each with the time
+    then left, none once the deadline came. The GIL is released while the call waits; Ctrl-C
+    on the main thread settles the operation ``interrupt`` and the call returns that result.
+    ``dialect``: ``"connop"`` (the default) or ``"original"`` (the original agent system's words
+    and argument forms); ``available=False`` refuses valid arguments (connectors are not
+    offered in the session).
     """
 
 def current(session_key: str) -> Optional[Operation]:
@@ -196,3 +230,45 @@ def current(session_key: str) -> Optional[Operation]:
 
 def get(session_key: str, op_id: str) -> Optional[Operation]:
     """The process registry's operation of a session by id, settled or not."""
+
+
+# ----- a host laying another system's module layout over connop --------------------------
+
+class RateLimited(ConnopError):
+    """The tool gateway refused a call for now (HTTP 429). A gateway object raises it; no
+    row's account is then read for ``retry_after`` seconds (1 s when ``None``)."""
+    retry_after: Optional[float]
+    def __init__(self, message: str = "rate limited", retry_after: Optional[float] = None) -> None: ...
+
+class TransportGateway:
+    """The tool gateway's client over the host's HTTP transport (every rule connop's):
+    ``transport.request(method, url, *, headers, json, timeout)`` returns a response with
+    ``status_code``, ``text`` (or ``json()``) and optionally ``headers``; raising
+    ``TimeoutError`` means it timed out. ``endpoint_resolver()`` names the origin (or
+    ``None``); ``header_provider(url)`` gives each request's credentials."""
+    def __init__(self, *, transport: Any, endpoint_resolver: Callable[[], Optional[str]],
+                 header_provider: Optional[Callable[[str], Mapping[str, str]]] = None) -> None: ...
+    def list_connectors(self, *, timeout: Optional[float] = None) -> list: ...
+    def connections(self, connectors: Sequence[str], *, reinitiate: bool = False,
+                    return_to: Optional[str] = None, op: Optional[str] = None) -> dict: ...
+    def account_status(self, connection_id: str, *,
+                       timeout: Optional[float] = None) -> Optional[dict]: ...
+
+def contract_table() -> dict:
+    """The contract as data: ``kinds``, ``states``, ``actors``, ``actions``,
+    ``settle_reasons`` (each ``[python name, wire value]``), ``resolved``, and ``edges``
+    (``[kind, from, to, actor]``)."""
+
+def allowed(kind: Union[Kind, str], from_: Union[TargetState, str],
+            to: Union[TargetState, str]) -> Optional[str]:
+    """The one actor allowed to make that move, by wire name, or ``None``."""
+
+def check_args(args: Union[Mapping[str, Any], str], *, dialect: Optional[str] = None,
+               available: bool = True) -> Optional[str]:
+    """The tool's refusal of these arguments as its JSON result, or ``None``."""
+
+def gateway_failed(reason: str, *, dialect: Optional[str] = None) -> str:
+    """The tool's JSON result when the gateway cannot be reached, saying why."""
+
+def tool_schema(*, dialect: Optional[str] = None) -> dict:
+    """The tool's declaration for the model: ``name``, ``description``, ``parameters``."""

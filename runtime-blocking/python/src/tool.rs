@@ -69,9 +69,11 @@ pub fn events(on_card: Option<Py<PyAny>>, on_update: Option<Py<PyAny>>) -> Event
 /// list. `calls`: `"worker"` (the default: calls run off the waiting thread, on a shared pool,
 /// so the deadline, an interrupt and a card answer never wait for a slow call, nor one row's
 /// read for another's; their answers are fed on the waiting thread) or `"inline"` (on the
-/// waiting thread: only for a gateway that answers at once). The GIL is released while the
+/// waiting thread: only for a gateway that answers at once; reads then go out one at a time,
+/// each with the time then left, none once the deadline came). The GIL is released while the
 /// call waits; Ctrl-C on the main thread settles the operation `interrupt` and the call
-/// returns that result.
+/// returns that result. `dialect`: `"connop"` (the default) or `"original"` (the original
+/// agent system's words and argument forms); `available=False` refuses valid arguments.
 #[pyfunction]
 #[pyo3(signature = (
     args, *, session_key, gateway, surface="", on_card=None, on_update=None, tick=1.0,

@@ -12,7 +12,8 @@ from ``runtime-blocking/python/upstream/classes.tsv``:
 - ``internals``: a test of the original's own unrelated internals (its terminal-UI gateway,
   agent loop, toolset assembly).
 
-It exits non-zero when a test classed ``behaviour`` or ``missing name`` fails, when a failing
+A test that runs longer than TEST_LIMIT_SECONDS has its tool call interrupted and counts as
+failed. It exits non-zero when a test classed ``behaviour`` or ``missing name`` fails, when a failing
 test has no class, when a classed test passes (the class is stale), when an entry names no
 test, or when connop passes fewer tests of a file than the original system itself does
 (``original.tsv``).
@@ -22,11 +23,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
+
+import pytest
 
 CLASSES = ("behaviour", "missing name", "era", "internals")
 # A class that marks a defect of connop's: its test must pass.
@@ -34,11 +38,41 @@ DEFECTS = ("behaviour", "missing name")
 
 _OUT = "HERMES_TABLE_OUT"
 
+# How long one test may run before its tool call is interrupted and the test counted failed.
+# A test of another era may wait on connop for what its own system did at once (a card where
+# it gave links) until the operation's 300 s deadline.
+TEST_LIMIT_SECONDS = 30.0
+
 
 # ----- the pytest plugin ---------------------------------------------------------------------
 
 _outcomes: Dict[str, str] = {}
 _collection_errors: List[str] = []
+_stopped: set = set()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    import threading
+
+    from tools.interrupt import set_interrupt
+
+    thread = threading.get_ident()
+
+    def too_long(signum, frame):
+        # The tool call on this thread settles `interrupt` at once and returns.
+        _stopped.add(item.nodeid)
+        set_interrupt(True, thread)
+
+    previous = signal.signal(signal.SIGALRM, too_long)
+    signal.setitimer(signal.ITIMER_REAL, TEST_LIMIT_SECONDS)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if item.nodeid in _stopped:
+            set_interrupt(False, thread)
 
 
 def pytest_collectreport(report):
@@ -50,7 +84,7 @@ def pytest_collectreport(report):
 def pytest_runtest_logreport(report):
     name = report.nodeid.split("::", 1)[1] if "::" in report.nodeid else report.nodeid
     before = _outcomes.get(name)
-    if report.failed:
+    if report.failed or report.nodeid in _stopped:
         _outcomes[name] = "failed"
     elif report.skipped and before is None:
         _outcomes[name] = "skipped"

@@ -224,8 +224,7 @@ impl Response {
     }
 }
 
-/// A request that got no HTTP answer. Both kinds are retried once on the list (never for the
-/// mint or an account read).
+/// A request that got no HTTP answer. Both kinds are retried once (not for the mint).
 #[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TransportError {
@@ -495,12 +494,9 @@ impl Exchange {
         self.request(Method::Get, url, None)
     }
 
-    /// Whether a retryable failure of this route gets its one retry: the list's does. The
-    /// mint is sent once (the gateway cannot de-duplicate authorization starts), and an
-    /// account read once too: the watcher reads again on its next tick, and a retry inside
-    /// one read would spend again the time the deadline and the other rows need.
+    /// Whether a retryable failure of this route gets its one retry.
     fn retries(&self) -> bool {
-        matches!(self.route, Route::List { .. })
+        !matches!(self.route, Route::Mint)
     }
 
     fn on_response(&mut self, response: Response) -> Result<Next, GatewayError> {
@@ -1077,8 +1073,8 @@ mod tests {
     // ---- retry ----
 
     #[test]
-    fn server_errors_and_transport_failures_of_the_list_are_retried_once() {
-        for call in [list()] {
+    fn server_errors_and_transport_failures_are_retried_once() {
+        for call in [list(), account("ca_1")] {
             let (result, sent) = drive(&config(), &call, vec![status(500), status(503)]);
             assert_eq!(err(result), GatewayError::Http { status: 503 });
             assert_eq!(sent.len(), 2);
@@ -1093,6 +1089,16 @@ mod tests {
         }
         let (result, sent) = drive(
             &config(),
+            &account("ca_1"),
+            vec![status(502), ok(account_body("ca_1", "pending"))],
+        );
+        let Ok(GatewayReply::Account(Some(acc))) = result else {
+            panic!("{result:?}")
+        };
+        assert_eq!((acc.status, sent.len()), (AccountStatus::Pending, 2));
+
+        let (result, sent) = drive(
+            &config(),
             &list(),
             vec![
                 Err(TransportError::TimedOut),
@@ -1103,22 +1109,8 @@ mod tests {
     }
 
     #[test]
-    fn an_account_read_is_never_retried() {
-        // The watcher is the retry: its next tick reads the account again. A retry within one
-        // read would spend time again that the deadline and the other rows need.
-        for answer in [status(503), failed(), Err(TransportError::TimedOut)] {
-            let (result, sent) = drive(&config(), &account("ca_1"), vec![answer]);
-            assert!(err(result).is_retryable());
-            assert_eq!(sent.len(), 1);
-        }
-    }
-
-    #[test]
     fn a_retry_is_flagged_and_a_timeout_names_its_duration() {
-        let call = GatewayCall::List {
-            timeout: Some(Duration::from_secs(7)),
-        };
-        let ExchangeStep::Send(first) = Exchange::start(&config(), &call) else {
+        let ExchangeStep::Send(first) = Exchange::start(&config(), &account("ca_1")) else {
             panic!()
         };
         assert!(!first.is_retry());
@@ -1303,8 +1295,10 @@ mod tests {
             ),
             (mint(&["gmail"]), vec![failed()]),
             (account("ca_1"), vec![status(404)]),
-            (account("ca_1"), vec![ok(account_body("ca_1", "active"))]),
-            (account("ca_1"), vec![failed()]),
+            (
+                account("ca_1"),
+                vec![failed(), ok(account_body("ca_1", "active"))],
+            ),
         ];
         for (call, answers) in scripts {
             let (blocking, sent) = drive(&config(), &call, answers.clone());

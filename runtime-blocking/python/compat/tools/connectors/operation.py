@@ -48,8 +48,8 @@ class Target:
 
     def _row(self) -> Dict[str, Any]:
         if self._op is None:
-            return dict(self._spec, state="pending", detail="", connect_url=None,
-                        connection_id=None, required_env=None, extra=None, next_read_at=0.0)
+            # What is asked; where it stands is the operation's to say.
+            return _Unplaced(self._spec)
         row = self._op.target(self._spec["name"])
         if row is None:
             raise AttributeError(f"no target {self._spec['name']!r} in the operation")
@@ -82,6 +82,13 @@ class Target:
 
     def __repr__(self) -> str:
         return f"Target({self._spec['name']!r})"
+
+
+class _Unplaced(dict):
+    """A target not in an operation: it has what was asked, and no state yet."""
+
+    def __missing__(self, key: str) -> Any:
+        raise AttributeError(f"{key!r}: the target is not in an operation yet")
 
 
 def _wire(member: Any) -> str:

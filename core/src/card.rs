@@ -13,6 +13,9 @@ pub struct AnswerTarget {
     pub status: Text,
 }
 
+/// The statuses a card answer may give a target; any other refuses the whole answer.
+pub const ANSWER_STATUSES: [&str; 2] = ["skipped", "approved"];
+
 /// A parsed card answer: `{"targets": [{"name", "status"}], "settled_by"?: "continue"}`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CardAnswer {
@@ -165,6 +168,22 @@ mod tests {
             CardAnswer::from_json(&json!({"settled_by": "deadline"})),
             Err(MalformedAnswer::BadSettledBy)
         );
+    }
+
+    #[test]
+    fn the_answer_statuses_are_exactly_those_accepted() {
+        for status in ANSWER_STATUSES {
+            let answer =
+                CardAnswer::from_json(&json!({"targets": [{"name": "x", "status": status}]}))
+                    .unwrap();
+            assert!(answer.kinds().is_ok(), "{status}");
+        }
+        for status in ["connected", "Skipped", ""] {
+            let answer =
+                CardAnswer::from_json(&json!({"targets": [{"name": "x", "status": status}]}))
+                    .unwrap();
+            assert!(answer.kinds().is_err(), "{status}");
+        }
     }
 
     #[test]

@@ -17,6 +17,14 @@ pub enum CallerError {
         /// The offending status.
         status: String,
     },
+    /// A card answer from a host's API naming a target the operation does not have.
+    #[error("the answer names '{name}', which is not a target of this operation (its targets: {})", targets.join(", "))]
+    UnknownAnswerTarget {
+        /// The name in the answer.
+        name: String,
+        /// The operation's targets.
+        targets: Vec<String>,
+    },
     /// The tool call has no connection operation (a status call, refused arguments).
     #[error("this tool call has no connection operation")]
     NoOperation,

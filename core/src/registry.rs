@@ -2,10 +2,10 @@
 //!
 //! Plain data; a runtime wraps it in a lock and stores its own operation handles in it. The
 //! rules (refuse while an unsettled one is there, replace a settled leftover, a late close
-//! never evicts a newer operation) live here once.
+//! never evicts a newer operation, which settled operations stay readable) live here once.
 
 use crate::operation::{OpId, Text};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 /// Why a host's registration of an operation was refused: the session's open one.
 pub fn already_open_text(session_key: &str, open: OpId) -> String {
@@ -44,20 +44,92 @@ impl RegistryKey {
 #[derive(Debug)]
 pub struct Registry<H> {
     entries: HashMap<RegistryKey, H>,
+    settled: Settled<H>,
 }
 
 impl<H> Default for Registry<H> {
     fn default() -> Self {
         Registry {
             entries: HashMap::new(),
+            settled: Settled::default(),
         }
     }
 }
 
+/// Operations whose entries closed when they settled, kept for [`Registry::get`]: the latest
+/// of each key, and at most `capacity` of them, the one settled longest ago forgotten first.
+#[derive(Debug)]
+struct Settled<H> {
+    capacity: usize,
+    /// Each key's kept operation, with the number it was kept under.
+    by_key: HashMap<RegistryKey, (u64, H)>,
+    /// Keys in the order their operations were kept; a number no longer `by_key`'s is stale.
+    order: VecDeque<(u64, RegistryKey)>,
+    next: u64,
+}
+
+impl<H> Default for Settled<H> {
+    fn default() -> Self {
+        Settled {
+            capacity: 0,
+            by_key: HashMap::new(),
+            order: VecDeque::new(),
+            next: 0,
+        }
+    }
+}
+
+impl<H> Settled<H> {
+    /// Keeps `handle` as `key`'s; returns what that forgot (the key's older one, or the
+    /// oldest of all past capacity), or `handle` itself when nothing is kept.
+    fn keep(&mut self, key: RegistryKey, handle: H) -> Vec<H> {
+        if self.capacity == 0 {
+            return vec![handle];
+        }
+        let number = self.next;
+        self.next += 1;
+        let mut forgotten: Vec<H> = self
+            .by_key
+            .insert(key.clone(), (number, handle))
+            .map(|(_, older)| older)
+            .into_iter()
+            .collect();
+        self.order.push_back((number, key));
+        while self.by_key.len() > self.capacity {
+            let Some((number, key)) = self.order.pop_front() else {
+                break;
+            };
+            if self
+                .by_key
+                .get(&key)
+                .is_some_and(|(kept, _)| *kept == number)
+            {
+                forgotten.extend(self.by_key.remove(&key).map(|(_, handle)| handle));
+            }
+        }
+        // Stale numbers are dropped as they come to the front; bound them too.
+        if self.order.len() > 2 * self.capacity.max(1) {
+            let by_key = &self.by_key;
+            self.order
+                .retain(|(number, key)| by_key.get(key).is_some_and(|(kept, _)| kept == number));
+        }
+        forgotten
+    }
+}
+
 impl<H: RegistryEntry> Registry<H> {
-    /// An empty registry.
+    /// An empty registry that forgets an operation when its entry closes.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty registry that keeps operations readable by [`get`](Self::get) after they
+    /// settled and their entries closed ([`close_settled`](Self::close_settled)): each key's
+    /// latest, for the `capacity` keys whose operations settled most recently.
+    pub fn keeping_settled(capacity: usize) -> Self {
+        let mut registry = Self::default();
+        registry.settled.capacity = capacity;
+        registry
     }
 
     /// Registers `handle` under `key`. Refuses with the open operation's id while an unsettled
@@ -72,9 +144,11 @@ impl<H: RegistryEntry> Registry<H> {
         Ok(())
     }
 
-    /// Forgets every entry (a test's fresh start).
+    /// Forgets every entry, and every settled operation kept (a test's fresh start).
     pub fn clear(&mut self) -> Vec<H> {
-        self.entries.drain().map(|(_, h)| h).collect()
+        let kept = self.settled.by_key.drain().map(|(_, (_, h))| h);
+        self.settled.order.clear();
+        self.entries.drain().map(|(_, h)| h).chain(kept).collect()
     }
 
     /// The unsettled operation under `key`, if any.
@@ -83,23 +157,52 @@ impl<H: RegistryEntry> Registry<H> {
         self.entries.get(key).filter(|h| !h.is_settled())
     }
 
-    /// The operation under `key` with that id, settled or not.
+    /// The operation under `key` with that id, settled or not: its entry, or the settled one
+    /// a [`keeping_settled`](Self::keeping_settled) registry still keeps.
     #[must_use]
     pub fn get(&self, key: &RegistryKey, op_id: OpId) -> Option<&H> {
-        self.entries.get(key).filter(|h| h.op_id() == op_id)
+        self.entries
+            .get(key)
+            .filter(|h| h.op_id() == op_id)
+            .or_else(|| {
+                let (_, kept) = self.settled.by_key.get(key)?;
+                (kept.op_id() == op_id).then_some(kept)
+            })
     }
 
     /// Removes the entry under `key` only if it is the operation `op_id`, and returns it. A
-    /// late close never evicts a newer operation.
+    /// late close never evicts a newer operation. A kept settled operation with that id is
+    /// forgotten too.
     pub fn close(&mut self, key: &RegistryKey, op_id: OpId) -> Option<H> {
         if self.entries.get(key).is_some_and(|h| h.op_id() == op_id) {
-            self.entries.remove(key)
-        } else {
-            None
+            return self.entries.remove(key);
+        }
+        if self
+            .settled
+            .by_key
+            .get(key)
+            .is_some_and(|(_, kept)| kept.op_id() == op_id)
+        {
+            return self.settled.by_key.remove(key).map(|(_, kept)| kept);
+        }
+        None
+    }
+
+    /// Closes the entry of an operation that settled, as [`close`](Self::close) does; a
+    /// [`keeping_settled`](Self::keeping_settled) registry keeps it for [`get`](Self::get).
+    /// Returns the handles no longer held (for the caller to drop outside its lock).
+    pub fn close_settled(&mut self, key: &RegistryKey, op_id: OpId) -> Vec<H> {
+        if self.entries.get(key).is_none_or(|h| h.op_id() != op_id) {
+            return Vec::new();
+        }
+        match self.entries.remove(key) {
+            Some(handle) => self.settled.keep(key.clone(), handle),
+            None => Vec::new(),
         }
     }
 
-    /// How many entries there are (settled leftovers included).
+    /// How many entries there are (settled leftovers included; kept settled operations,
+    /// whose entries closed, are not).
     pub fn len(&self) -> usize {
         self.entries.len()
     }
@@ -153,5 +256,58 @@ mod tests {
         assert!(reg.close(&key, id(5)).is_some());
         assert!(reg.current(&key).is_none());
         assert_eq!(reg.len(), 2);
+    }
+
+    #[test]
+    fn a_registry_that_forgets_keeps_nothing_past_the_close() {
+        let mut reg = Registry::new();
+        let key = RegistryKey::new("/home/a", "s1");
+        reg.open(key.clone(), Entry(id(1), false)).unwrap();
+        reg.entries.insert(key.clone(), Entry(id(1), true));
+        let dropped = reg.close_settled(&key, id(1));
+        assert_eq!(dropped.len(), 1, "handed back to drop");
+        assert!(reg.get(&key, id(1)).is_none());
+    }
+
+    #[test]
+    fn settled_operations_stay_readable_until_their_session_settles_another_or_capacity() {
+        let mut reg = Registry::keeping_settled(2);
+        let (a, b, c) = (
+            RegistryKey::new("/h", "a"),
+            RegistryKey::new("/h", "b"),
+            RegistryKey::new("/h", "c"),
+        );
+        reg.open(a.clone(), Entry(id(1), true)).unwrap();
+        assert!(reg.close_settled(&a, id(1)).is_empty(), "kept");
+        assert!(reg.get(&a, id(1)).is_some(), "readable once closed");
+        assert!(reg.current(&a).is_none());
+        assert_eq!(reg.len(), 0);
+        // A late close of another id changes nothing; a new operation of the session is
+        // open beside the kept one.
+        assert!(reg.close_settled(&a, id(9)).is_empty());
+        reg.open(a.clone(), Entry(id(2), false)).unwrap();
+        assert!(reg.get(&a, id(1)).is_some() && reg.get(&a, id(2)).is_some());
+        // The session's next settled operation replaces its older one.
+        reg.entries.insert(a.clone(), Entry(id(2), true));
+        let forgotten = reg.close_settled(&a, id(2));
+        assert_eq!(forgotten.iter().map(|e| e.0).collect::<Vec<_>>(), [id(1)]);
+        assert!(reg.get(&a, id(1)).is_none() && reg.get(&a, id(2)).is_some());
+        // Past capacity the one settled longest ago goes.
+        reg.open(b.clone(), Entry(id(3), true)).unwrap();
+        assert!(reg.close_settled(&b, id(3)).is_empty());
+        reg.open(c.clone(), Entry(id(4), true)).unwrap();
+        let forgotten = reg.close_settled(&c, id(4));
+        assert_eq!(forgotten.iter().map(|e| e.0).collect::<Vec<_>>(), [id(2)]);
+        assert!(reg.get(&a, id(2)).is_none());
+        assert!(reg.get(&b, id(3)).is_some() && reg.get(&c, id(4)).is_some());
+        // An explicit close forgets a kept one; the queue of stale numbers stays bounded.
+        assert_eq!(reg.close(&b, id(3)).map(|e| e.0), Some(id(3)));
+        assert!(reg.get(&b, id(3)).is_none());
+        for n in 10..100u8 {
+            reg.open(c.clone(), Entry(id(n), true)).unwrap();
+            reg.close_settled(&c, id(n));
+        }
+        assert!(reg.settled.order.len() <= 4, "{}", reg.settled.order.len());
+        assert_eq!(reg.get(&c, id(99)).map(|e| e.0), Some(id(99)));
     }
 }

@@ -26,6 +26,10 @@ pub const RESTART_ERROR: &str = "The gateway restarted before this run settled."
 /// The error of a run whose replica went silent (SPEC §12.6).
 pub const REPLICA_LOST_ERROR: &str = "The gateway that ran this run stopped answering.";
 
+/// The error of a run whose store failed while it was active: its turn was stopped (or its end
+/// could not be stored), and it is ended so once the store is back.
+pub const STORE_FAILED_ERROR: &str = "The store failed while this run was active.";
+
 /// How often a replica writes its heartbeat.
 pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(2);
 
@@ -161,7 +165,8 @@ pub enum RunChange<'a> {
     Stop,
     /// The turn ended because it was stopped: `run.cancelled`.
     Stopped,
-    /// A shutdown, a restart or a lost replica: `run.interrupted` with this error.
+    /// A shutdown, a restart, a lost replica or a failed store: `run.interrupted` with this
+    /// error.
     Interrupt(&'a str),
 }
 

@@ -3,15 +3,17 @@
 ``manage_connections`` runs one tool call on the calling thread and releases the GIL while it
 waits. Other threads reach the operation through the registry (``current``, ``get``), its
 ``Operation`` handle, or an ``Interrupt`` token. Every rule (legal moves, when to settle, what
-the result holds) is decided by connop's core.
+the result holds) is decided by connop's core. The contract the module follows (arguments,
+returns, exceptions, threads, payloads, limits) is docs/python.md in connop's repository.
 """
 
-from typing import Any, Callable, Iterable, Mapping, Optional, Protocol, Sequence, Tuple, Union
+from typing import (Any, Callable, Iterable, Literal, Mapping, Optional, Protocol, Sequence,
+                    Tuple, Union)
 
 __version__: str
 
 class TargetState:
-    """Where a target stands (SPEC §1); ``value`` is the wire name."""
+    """Where a target stands; ``value`` is the wire name."""
     pending: "TargetState"
     initiated: "TargetState"
     connected: "TargetState"
@@ -63,7 +65,10 @@ class IllegalTransition(ConnopError, ValueError):
     """A move the transition table does not allow, or an unknown target: nothing changed."""
 
 class InvalidAnswer(ConnopError, ValueError):
-    """A card answer with a status other than ``skipped`` or ``approved``: nothing moved."""
+    """A card answer refused whole, nothing moved: not of the answer's shape, a status not in
+    ``allowed``, or a name that is not one of the operation's targets."""
+    allowed: Tuple[str, ...]
+    """The statuses an answer may give a target: ``("skipped", "approved")``."""
 
 class NoOperation(ConnopError):
     """The tool call has no connection operation."""
@@ -85,11 +90,15 @@ class GatewayObject(Protocol):
                        timeout: Optional[float]) -> Optional[Mapping[str, Any]]: ...
 
 class HttpGateway:
-    """connop's HTTP client of the tool gateway (SPEC §6); its calls run without the GIL."""
-    def __init__(self, url: str, token: Optional[str] = None) -> None: ...
+    """connop's HTTP client of the tool gateway; its calls run without the GIL."""
+    def __init__(self, url: str, token: str) -> None:
+        """The gateway at ``url`` (``http://`` or ``https://``) with ``token`` as its bearer
+        token. ``ValueError`` for another kind of URL or an empty token."""
     @staticmethod
     def from_env() -> Optional["HttpGateway"]:
-        """``CONNECTOR_GATEWAY_URL``/``CONNECTOR_GATEWAY_TOKEN``, or ``None`` without a URL."""
+        """The gateway ``CONNECTOR_GATEWAY_URL`` and ``CONNECTOR_GATEWAY_TOKEN`` name, or
+        ``None`` when the URL is unset. With the URL and no token it still builds, and each
+        call fails with an authorization error, without sending."""
     @property
     def url(self) -> str: ...
 
@@ -117,12 +126,14 @@ class Operation:
     def interrupt(self) -> bool:
         """Settles ``interrupt`` at once; ``True`` if this call settled it."""
     def respond(self, answer: Mapping[str, Any]) -> dict:
-        """A card answer ``{"targets": [{"name", "status"}], "settled_by"?: "continue"}``;
-        returns ``{"status": "ok", "settled": bool}``."""
+        """A card answer ``{"targets": [{"name", "status"}], "settled_by"?: "continue"}``, each
+        status in ``InvalidAnswer.allowed``, each name a target of the operation; returns
+        ``{"status": "ok", "settled": bool}``. Raises ``InvalidAnswer`` (nothing moved)."""
     def continue_(self) -> bool:
         """Continue; returns whether the operation is settled now."""
     def view(self) -> Optional[dict]:
-        """The operation view (SPEC §3.2), links included."""
+        """The operation view: ``op_id``, ``seq``, ``deadline_at``, ``settled_at``,
+        ``settled_by``, ``settled`` and ``targets`` (links and connection ids included)."""
     def result(self) -> Optional[dict]:
         """The operation as it stands: live while open, frozen once settled, links
         included."""
@@ -146,20 +157,25 @@ class Operation:
     def set_required_env(self, name: str, env: Optional[list]) -> None: ...
 
 class Registry:
-    """One open operation per session key (SPEC §4)."""
+    """One open operation per session key; settled ones stay readable by ``get``."""
     def __init__(self, profile: Optional[str] = None) -> None: ...
     @staticmethod
     def default() -> "Registry":
         """The process's registry, used when ``manage_connections`` gets none."""
-    def current(self, session_key: str) -> Optional[Operation]: ...
-    def get(self, session_key: str, op_id: str) -> Optional[Operation]: ...
+    def current(self, session_key: str) -> Optional[Operation]:
+        """The session's unsettled operation, or ``None``."""
+    def get(self, session_key: str, op_id: str) -> Optional[Operation]:
+        """The session's operation with that id, open or settled, or ``None``. A settled one
+        is forgotten once a newer operation of the session settled, or 64 operations of
+        other sessions settled after it."""
     def open(self, session_key: str,
              targets: Iterable[Union[str, Tuple[str, str, str]]], *,
              deadline: float = 300.0, on_update: Optional[Callable[[dict], Any]] = None,
              interrupt: Optional["Interrupt"] = None) -> Operation:
         """Registers an operation the host moves itself: no gateway call, no watcher, and no
         timer (its deadline is recorded, not enforced). Raises ``OperationAlreadyOpen``."""
-    def __len__(self) -> int: ...
+    def __len__(self) -> int:
+        """How many operations are open."""
     def detached(self, session_key: str, targets: Iterable[Any], *, deadline: float = 300.0,
                  tool_call_id: Optional[str] = None,
                  on_update: Optional[Callable[[dict], Any]] = None) -> Operation:
@@ -183,7 +199,7 @@ def manage_connections(
     *,
     session_key: str,
     gateway: Union[HttpGateway, GatewayObject],
-    surface: str = "",
+    surface: Literal["", "desktop", "tui", "cli", "messaging"] = "",
     on_card: Optional[Callable[[dict], Any]] = None,
     on_update: Optional[Callable[[dict], Any]] = None,
     tick: float = 1.0,
@@ -196,40 +212,43 @@ def manage_connections(
     interrupt: Optional[Interrupt] = None,
     registry: Optional[Registry] = None,
     agent_session_id: Optional[str] = None,
-    calls: Optional[str] = None,
-    dialect: Optional[str] = None,
+    calls: Optional[Literal["worker", "inline"]] = None,
+    dialect: Optional[Literal["connop", "original"]] = None,
     available: bool = True,
 ) -> str:
     """Runs one ``manage_connections`` tool call on this thread and returns its JSON result.
 
-    ``args``: ``{"action", "connectors", "force"}`` (or that as JSON text). ``surface``:
-    ``desktop``, ``tui``, ``cli``, a messaging platform, or empty; with ``on_card`` and a
-    surface that has a card, the call blocks until the operation settles (the card path),
-    otherwise it returns the links at once. ``on_card`` gets the card request once,
-    ``on_update`` every update frame; both run with the GIL on the waiting thread, or on the
-    thread whose input caused them (a card answer, ``Operation.transition``, an interrupt);
-    an exception in them is reported as unraisable. ``hosted_names`` answers the
-    misroute check instead of the connector list (``None`` from it: unknown).
-    ``desktop_return_to`` names the desktop app sent as ``returnTo`` on the desktop surface
-    (default ``connop-desktop``); ``return_to`` is sent on every surface. ``calls``:
-    ``"worker"`` (the default) runs gateway calls off the waiting thread, on a pool shared
-    by every operation, so the deadline, an interrupt and a card answer never wait for a
-    slow call (their answers are fed on the waiting thread), and one row's slow read never
-    delays another's (so the gateway object may be called from two threads at once);
-    ``"inline"`` runs them on the waiting thread, for a gateway object that answers at once
-    (a slow call there delays all three); inline reads go out one at a time, each with the time
-    then left, none once the deadline came. The GIL is released while the call waits; Ctrl-C
-    on the main thread settles the operation ``interrupt`` and the call returns that result.
+    ``args``: ``{"action", "connectors", "force"}`` (or that as JSON text), JSON data nested at
+    most 127 deep. ``surface``: ``""`` (unset) or ``desktop`` or ``tui`` show a card when
+    ``on_card`` is given, and the call blocks until the operation settles; ``cli`` and
+    ``messaging`` (a chat platform) return the links at once. ``on_card`` gets the card request
+    once: an exception it raises settles the operation ``interrupt`` at once and is raised
+    here. ``on_update`` gets every update frame; an exception it raises is reported as
+    unraisable. ``tick``: seconds between a row's reads, at least 0.01 (a smaller one, 0
+    included, reads every 0.01 s). ``hosted_names`` answers the misroute check instead of the
+    connector list (``None`` from it: unknown). ``desktop_return_to`` names the desktop app
+    sent as ``returnTo`` on the desktop surface (default ``connop-desktop``); ``return_to`` is
+    sent on every surface. ``calls``: ``"worker"`` (the default) runs gateway calls on a pool
+    shared by every operation, so the deadline, an interrupt and a card answer never wait for
+    a slow call (the gateway object may be called from two threads at once); ``"inline"`` runs
+    them on the waiting thread, for a gateway object that answers at once, its reads one at a
+    time, each with the time then left, none once the deadline came. Ctrl-C on the main
+    thread settles the operation ``interrupt`` and the call returns that result.
     ``dialect``: ``"connop"`` (the default) or ``"original"`` (the original agent system's words
     and argument forms); ``available=False`` refuses valid arguments (connectors are not
     offered in the session).
+
+    Raises ``TypeError``/``ValueError`` for an argument of the wrong type or value (naming it
+    and what it takes) before anything runs. Everything else (refused tool arguments, a failed
+    gateway call) is the JSON result's ``error``.
     """
 
 def current(session_key: str) -> Optional[Operation]:
     """The process registry's unsettled operation of a session."""
 
 def get(session_key: str, op_id: str) -> Optional[Operation]:
-    """The process registry's operation of a session by id, settled or not."""
+    """The process registry's operation of a session by id, open or settled (see
+    ``Registry.get`` for when a settled one is forgotten)."""
 
 
 # ----- a host laying another system's module layout over connop --------------------------
@@ -269,6 +288,10 @@ def check_args(args: Union[Mapping[str, Any], str], *, dialect: Optional[str] = 
 
 def gateway_failed(reason: str, *, dialect: Optional[str] = None) -> str:
     """The tool's JSON result when the gateway cannot be reached, saying why."""
+
+def surface_of_platform(platform: str) -> str:
+    """The surface a host's platform name stands for: ``""``, ``desktop``, ``tui``, ``cli``,
+    or ``messaging`` for any other."""
 
 def tool_schema(*, dialect: Optional[str] = None) -> dict:
     """The tool's declaration for the model: ``name``, ``description``, ``parameters``."""

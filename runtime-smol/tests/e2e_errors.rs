@@ -257,3 +257,47 @@ fn a_peer_that_cannot_be_reached_exits_1_naming_the_url() {
     );
     assert!(output.stdout.is_empty());
 }
+
+#[test]
+fn error_lines_escape_the_control_characters_a_peer_or_a_tool_gateway_sent() {
+    use connop_fixtures::canned::{Server, reply};
+    use serde_json::json;
+    let home = Scratch::new("escapes");
+    // A peer whose refusal would set the terminal's title and clear the screen.
+    let peer = Server::start(vec![reply(
+        500,
+        json!({"error": {"message": "boom\u{1b}]0;owned\u{7}\u{1b}[2J\nsecond line"}}),
+    )]);
+    let url = format!("http://{}", peer.addr);
+    let output = run(&["peer", "dm", "mini", "hi", "--url", &url], &home.0);
+    peer.finish();
+    let (code, line) = failure(&output);
+    assert_eq!(code, Some(1));
+    assert!(
+        line.ends_with("boom\\x1b]0;owned\\x07\\x1b[2J\\nsecond line"),
+        "{line}"
+    );
+    assert!(!output.stderr.contains(&0x1b), "{line}");
+
+    // A tool gateway listing a connector whose name holds escape sequences.
+    let tool_gateway = Server::start(vec![reply(
+        200,
+        json!({"items": [{"connector": "gm\u{1b}[31mail", "enabled": true}], "nextCursor": null}),
+    )]);
+    let output = connop()
+        .args(["connect", "nosuch"])
+        .env("CONNOP_HOME", &home.0)
+        .env(
+            "CONNECTOR_GATEWAY_URL",
+            format!("http://{}", tool_gateway.addr),
+        )
+        .env("CONNECTOR_GATEWAY_TOKEN", "t0ken")
+        .stdin(Stdio::null())
+        .output()
+        .expect("connop runs");
+    tool_gateway.finish();
+    let (code, line) = failure(&output);
+    assert_eq!(code, Some(2), "{line}");
+    assert!(line.contains("gm\\x1b[31mail"), "{line}");
+    assert!(!output.stderr.contains(&0x1b), "{line}");
+}

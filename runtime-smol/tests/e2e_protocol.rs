@@ -1,7 +1,7 @@
 //! The gateway protocol end to end: framing errors keep the transport usable, a pending
 //! manage never delays a status or respond, 100 sessions with an operation each all settle,
-//! and shutdown (stdin EOF, SIGTERM) interrupts every operation, answers every pending
-//! manage and exits 0 within a second.
+//! and shutdown (stdin EOF, SIGTERM, SIGHUP) interrupts every operation, answers every
+//! pending manage and exits 0 within a second.
 
 mod support;
 
@@ -248,10 +248,65 @@ fn sigterm_interrupts_every_operation_answers_every_manage_and_exits_0_within_a_
 }
 
 #[test]
+fn sighup_settles_like_sigterm_and_ends_the_agent_commands() {
+    let home = std::env::temp_dir().join(format!(
+        "connop-hup-{}",
+        connop_smol::app::sync::random_hex(6)
+    ));
+    std::fs::create_dir_all(&home).unwrap();
+    let pid_file = home.join("agent.pid");
+    let agent = format!("echo $$ > '{}'; exec sleep 60", pid_file.display());
+    let mut command = connop();
+    command.env("CONNOP_HOME", &home);
+    let mut gw = Gateway::start_command(
+        command,
+        &["--stdio", "--http", "127.0.0.1:0", "--agent-cmd", &agent],
+    );
+    let _tool_gateway = gw.listening();
+    let http = gw.listening();
+    let manages = open_operations(&mut gw, 3);
+    let started = isahc::send(
+        isahc::Request::post(format!("{http}/v1/runs"))
+            .body(json!({"input": "go"}).to_string())
+            .unwrap(),
+    )
+    .expect("the API answers");
+    assert_eq!(started.status().as_u16(), 202);
+    let agent_pid = support::http_api::wait_for_pid(&pid_file);
+    let kill = std::process::Command::new("kill")
+        .args(["-HUP", &gw.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let lines = gw.client.lines.clone();
+    let (status, took) = gw.wait();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert!(took < Duration::from_secs(1), "exited after {took:?}");
+    for manage in manages {
+        assert_eq!(lines.answer(manage)["result"]["settled_by"], "interrupt");
+    }
+    assert!(
+        support::http_api::process_ends(agent_pid, Duration::from_secs(5)),
+        "the agent command was ended"
+    );
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+#[test]
 fn a_sigterm_sent_the_moment_the_first_listening_line_is_out_ends_the_gateway_with_0() {
     // The first line is the embedded tool gateway's; the JSON-RPC listener and the HTTP API
     // (its store opened) come after it. Whoever read a `listening` line may signal at once.
-    let gw = Gateway::start(&["--listen", "tcp:127.0.0.1:0", "--http", "127.0.0.1:0"]);
+    // A home of its own: the user's `~/.connop` is no test's store.
+    let home = std::env::temp_dir().join(format!(
+        "connop-term-{}",
+        connop_smol::app::sync::random_hex(6)
+    ));
+    let mut command = connop();
+    command.env("CONNOP_HOME", &home);
+    let gw = Gateway::start_command(
+        command,
+        &["--listen", "tcp:127.0.0.1:0", "--http", "127.0.0.1:0"],
+    );
     let _first = gw.listening();
     let kill = std::process::Command::new("kill")
         .args(["-TERM", &gw.pid().to_string()])
@@ -261,6 +316,7 @@ fn a_sigterm_sent_the_moment_the_first_listening_line_is_out_ends_the_gateway_wi
     let (status, took) = gw.wait();
     assert!(status.success(), "{status:?}");
     assert!(took < Duration::from_secs(1), "exited after {took:?}");
+    let _ = std::fs::remove_dir_all(&home);
 }
 
 #[test]

@@ -362,3 +362,66 @@ fn an_answer_over_4_mib_is_refused_without_reading_it_whole() {
     result.unwrap();
     assert_eq!(out.len(), 4_000_001);
 }
+
+#[test]
+fn a_reply_keeps_its_newlines_and_tabs_and_its_other_control_characters_are_escaped() {
+    // A title change, a bell, a carriage return over the line, a colour, a bidi override.
+    let reply = "first line\nsecond\u{1b}]0;owned\u{7}\r\u{1b}[31mred\u{202e}\tend";
+    let (result, out, _) = run(
+        vec![listing_with_bot_chat(), completion(json!(reply))],
+        false,
+    );
+    result.expect("the command succeeds");
+    assert_eq!(
+        out,
+        "first line\nsecond\\x1b]0;owned\\x07\\r\\x1b[31mred\\u{202e}\tend\n"
+    );
+    // JSON escapes by itself: the reply goes as it came.
+    let (result, out, _) = run(
+        vec![listing_with_bot_chat(), completion(json!(reply))],
+        true,
+    );
+    result.expect("the command succeeds");
+    let printed: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(printed["reply"], reply);
+    // A peer's session id in the queued sentence is one line.
+    let queued = reply_queued_in("bot\u{1b}[2J\nchat");
+    let (result, out, _) = run(vec![listing_with_bot_chat(), queued], false);
+    result.expect("the command succeeds");
+    assert!(
+        out.contains("(session bot\\x1b[2J\\nchat)") && !out.contains('\u{1b}'),
+        "{out}"
+    );
+}
+
+fn reply_queued_in(session_id: &str) -> Canned {
+    reply(
+        202,
+        json!({"object": "connop.session.chat.queued", "session_id": session_id,
+               "status": "queued", "delivery_id": "f".repeat(32)}),
+    )
+}
+
+#[test]
+fn a_peer_listing_sessions_a_page_at_a_time_is_read_to_its_newest_bot_chat() {
+    let first = reply(
+        200,
+        json!({"sessions": [
+            {"session_id": "older", "title": "Bot Chat", "created_at": 1.0},
+            {"session_id": "scratch", "title": "Scratch", "created_at": 2.0},
+        ], "next_cursor": "c/1 2"}),
+    );
+    let second = reply(
+        200,
+        json!({"sessions": [
+            {"session_id": "newest", "title": "Bot Chat", "created_at": 3.0},
+        ], "next_cursor": null}),
+    );
+    let (result, out, seen) = run(vec![first, second, completion(json!("ok"))], false);
+    result.expect("the command succeeds");
+    assert_eq!(out, "ok\n");
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    assert_eq!(seen[0].path, "/api/sessions");
+    assert_eq!(seen[1].path, "/api/sessions?cursor=c%2F1%202");
+    assert_chat_request(&seen, "newest");
+}

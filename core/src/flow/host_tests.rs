@@ -295,3 +295,20 @@ fn the_host_reads_the_live_result_and_the_card_request_at_any_time() {
         "settled: the card is gone, and its instructions with it"
     );
 }
+
+#[test]
+fn a_platform_name_is_a_surface_and_every_chat_platform_is_messaging() {
+    for (platform, surface) in [
+        ("", ""),
+        ("  ", ""),
+        (" Desktop ", "desktop"),
+        ("TUI", "tui"),
+        ("cli", "cli"),
+        ("telegram", "messaging"),
+        ("Slack", "messaging"),
+        ("messaging", "messaging"),
+    ] {
+        assert_eq!(Surface::of_platform(platform).as_str(), surface, "{platform:?}");
+    }
+    assert!(!Surface::of_platform("discord").has_card());
+}

@@ -287,6 +287,30 @@ mod tests {
     }
 
     #[test]
+    fn a_hosts_answer_naming_no_target_is_refused_and_moves_nothing() {
+        let t0 = Timestamp::from_secs(1_800_000_000);
+        let mut flow = start(t0);
+        drain(&mut flow, t0);
+        let answer = |names: &[&str]| CardAnswer::skip(names);
+        let refused = flow.handle_card_answer_naming_targets(&answer(&["notion", "gmial"]), t0);
+        assert_eq!(
+            refused.unwrap_err().to_string(),
+            "the answer names 'gmial', which is not a target of this operation (its targets: \
+             gmail, notion)"
+        );
+        assert!(flow.poll_effect().is_none(), "nothing moved");
+        // The card's protocol ignores the name; the host's API takes the known ones.
+        assert_eq!(
+            flow.handle_card_answer(&answer(&["notion", "gmial"]), t0),
+            Ok(CardReply { settled: false })
+        );
+        assert_eq!(
+            flow.handle_card_answer_naming_targets(&answer(&["gmail"]), t0),
+            Ok(CardReply { settled: true })
+        );
+    }
+
+    #[test]
     fn an_interrupt_settles_and_says_so() {
         let t0 = Timestamp::from_secs(1_800_000_000);
         let mut flow = start(t0);

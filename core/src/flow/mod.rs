@@ -75,6 +75,16 @@ impl Surface {
         }
     }
 
+    /// The surface of a host's platform name, as the original agent system names its
+    /// platforms: trimmed and lower-cased, `desktop`, `tui` and `cli` are themselves, empty is
+    /// unset, and any other name is a chat platform (`messaging`: links, no card).
+    pub fn of_platform(platform: &str) -> Self {
+        match Surface::parse(&platform.trim().to_lowercase()) {
+            Surface::Other(_) => Surface::Other("messaging".into()),
+            known => known,
+        }
+    }
+
     /// The wire name.
     pub fn as_str(&self) -> &str {
         match self {
@@ -722,6 +732,30 @@ impl Flow {
         Ok(CardReply {
             settled: self.op().is_settled(),
         })
+    }
+
+    /// A card answer from a host's own API: as [`handle_card_answer`](Self::handle_card_answer),
+    /// but a name the operation has no target for is refused
+    /// ([`CallerError::UnknownAnswerTarget`]) before anything moves. The card's protocol
+    /// ignores such a name; a host calling an API means a target, and a typo must not pass.
+    pub fn handle_card_answer_naming_targets(
+        &mut self,
+        answer: &CardAnswer,
+        now: Timestamp,
+    ) -> Result<CardReply, CallerError> {
+        answer.kinds()?;
+        let op = self.op.as_ref().ok_or(CallerError::NoOperation)?;
+        if let Some(unknown) = answer
+            .targets
+            .iter()
+            .find(|t| op.index_of(&t.name).is_none())
+        {
+            return Err(CallerError::UnknownAnswerTarget {
+                name: unknown.name.to_string(),
+                targets: op.rows().iter().map(|row| row.name.to_string()).collect(),
+            });
+        }
+        self.handle_card_answer(answer, now)
     }
 
     /// [`Input::Continue`]: settles `continue` unless everything resolved.

@@ -95,7 +95,7 @@ pub fn check_args(
     let args: Value = match args.cast::<PyString>() {
         Ok(text) => serde_json::from_str(&text.to_cow()?)
             .map_err(|e| PyValueError::new_err(format!("args is not JSON: {e}")))?,
-        Err(_) => from_py(args)?,
+        Err(_) => from_py(args, "args")?,
     };
     let refusal = match tool::parse_args_in(&args, dialect) {
         Err(err) => err.to_string(),
@@ -120,4 +120,13 @@ pub fn gateway_failed(reason: &str, dialect: Option<&str>) -> PyResult<String> {
 pub fn tool_schema(py: Python<'_>, dialect: Option<&str>) -> PyResult<Py<PyAny>> {
     let schema = tool::schema(self::dialect(dialect)?);
     Ok(crate::convert::to_py(py, &schema)?.unbind())
+}
+
+/// The surface a host's platform name stands for: `""`, `desktop`, `tui`, `cli`, or
+/// `messaging` for any other (a chat platform: links, no card).
+#[pyfunction]
+pub fn surface_of_platform(platform: &str) -> String {
+    connop_core::flow::Surface::of_platform(platform)
+        .as_str()
+        .to_owned()
 }

@@ -69,7 +69,7 @@ macro_rules! contract_enum {
 use connop_core::contract::{Actor, Kind, SettleReason, TargetAction, TargetState};
 
 contract_enum!(PyTargetState, TargetState, "TargetState",
-    "Where a target stands (SPEC §1).", {
+    "Where a target stands.", {
     Pending = "pending",
     Initiated = "initiated",
     Connected = "connected",

@@ -1,5 +1,6 @@
 //! The module's exceptions, split by blame like the core's errors.
 
+use connop_core::card::{ANSWER_STATUSES, MalformedAnswer};
 use connop_core::error::CallerError;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
@@ -43,11 +44,17 @@ pub fn value_errors(py: Python<'_>) -> PyResult<&ValueErrors> {
                 "A move the transition table does not allow, or an unknown target: nothing \
                  changed.",
             )?,
-            invalid_answer: make(
-                "InvalidAnswer",
-                "A card answer with a status other than ``skipped`` or ``approved``: nothing \
-                 moved.",
-            )?,
+            invalid_answer: {
+                let made = make(
+                    "InvalidAnswer",
+                    "A card answer refused whole, nothing moved: not of the answer's shape, a \
+                     status other than those in ``allowed`` (``skipped``, ``approved``), or a \
+                     name that is not one of the operation's targets.",
+                )?;
+                made.bind(py)
+                    .setattr("allowed", PyTuple::new(py, ANSWER_STATUSES)?)?;
+                made
+            },
         })
     })
 }
@@ -86,11 +93,39 @@ create_exception!(
     "connop's HTTP client could not be built."
 );
 
+/// The allowed answer statuses, quoted for a message.
+fn allowed_statuses() -> String {
+    ANSWER_STATUSES
+        .iter()
+        .map(|s| format!("'{s}'"))
+        .collect::<Vec<_>>()
+        .join(" or ")
+}
+
+/// A card answer not of the answer's shape, in the Python API's words.
+pub fn malformed_answer(error: MalformedAnswer) -> PyErr {
+    let shape = "{'targets': [{'name': str, 'status': str}, ...], 'settled_by': 'continue'} \
+                 (both keys optional)";
+    invalid_answer(match error {
+        MalformedAnswer::NotAnObject => format!("a card answer is a dict {shape}"),
+        MalformedAnswer::BadTargets => {
+            format!("answer['targets'] must be a list of {{'name': str, 'status': str}}: {shape}")
+        }
+        MalformedAnswer::BadSettledBy => {
+            "answer['settled_by'] must be 'continue' when present".to_owned()
+        }
+    })
+}
+
 /// A refused input as the exception of its kind.
 pub fn caller_error(error: CallerError) -> PyErr {
     match error {
         CallerError::Transition(e) => illegal_transition(e.to_string()),
-        CallerError::InvalidAnswer { .. } => invalid_answer(error.to_string()),
+        CallerError::InvalidAnswer { status } => invalid_answer(format!(
+            "Connection answer is invalid: status '{status}'; a card answer's status is {}",
+            allowed_statuses()
+        )),
+        CallerError::UnknownAnswerTarget { .. } => invalid_answer(error.to_string()),
         CallerError::NoOperation => NoOperation::new_err(error.to_string()),
         other => ConnopError::new_err(other.to_string()),
     }

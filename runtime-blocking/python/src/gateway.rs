@@ -18,8 +18,8 @@ use serde_json::Value;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// connop's HTTP client of the tool gateway (SPEC §6). Its calls run in Rust on a worker
-/// thread per operation, without the GIL.
+/// connop's HTTP client of the tool gateway. Its calls run in Rust on a worker thread per
+/// operation, without the GIL.
 #[pyclass(module = "connop", name = "HttpGateway", frozen)]
 pub struct PyHttpGateway {
     pub(crate) inner: Arc<HttpToolGateway>,
@@ -27,11 +27,29 @@ pub struct PyHttpGateway {
 
 #[pymethods]
 impl PyHttpGateway {
-    /// A client for the gateway at `url`, sending `token` as its bearer token.
+    /// A client for the gateway at `url` (`http://` or `https://`), sending `token` as its
+    /// bearer token on every request. Both are required: a `ValueError` for an empty token or
+    /// a URL of another kind.
     #[new]
-    #[pyo3(signature = (url, token=None))]
-    fn new(url: &str, token: Option<String>) -> PyResult<Self> {
-        let config = ClientConfig::new(url, token);
+    #[pyo3(signature = (url, token))]
+    fn new(url: &str, token: &str) -> PyResult<Self> {
+        let url = url.trim();
+        let host = url
+            .strip_prefix("https://")
+            .or_else(|| url.strip_prefix("http://"))
+            .map(|rest| rest.split(['/', '?', '#']).next().unwrap_or(""));
+        if host.is_none_or(str::is_empty) {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "url must be the gateway's http:// or https:// URL, not {url:?}"
+            )));
+        }
+        if token.trim().is_empty() {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "token must be the gateway's bearer token, not empty (HttpGateway.from_env() \
+                 reads CONNECTOR_GATEWAY_URL and CONNECTOR_GATEWAY_TOKEN instead)",
+            ));
+        }
+        let config = ClientConfig::new(url, Some(token.to_owned()));
         let inner =
             HttpToolGateway::new(config).map_err(|e| GatewayClientError::new_err(e.to_string()))?;
         Ok(PyHttpGateway {
@@ -40,7 +58,8 @@ impl PyHttpGateway {
     }
 
     /// The gateway `CONNECTOR_GATEWAY_URL` and `CONNECTOR_GATEWAY_TOKEN` name, or `None`
-    /// when the URL is unset.
+    /// when the URL is unset. An agent host's way in: with the URL set and no token it still
+    /// builds, and each of its calls fails with an authorization error, without sending.
     #[staticmethod]
     fn from_env() -> PyResult<Option<Self>> {
         let inner =
@@ -116,7 +135,7 @@ impl BlockingToolGateway for PyGateway {
                     invoke(obj, "account_status", (&**connection_id,), &kwargs)?
                 }
             };
-            let answer = from_py(&answer)
+            let answer = from_py(&answer, "answer")
                 .map_err(|e| GatewayError::invalid(format!("the answer is not JSON data: {e}")))?;
             match call {
                 GatewayCall::List { .. } => list_rows(answer).map(GatewayReply::Connectors),
@@ -355,7 +374,8 @@ impl PyCalls {
         for (id, call) in calls.drain(..) {
             if let (Some(hosted), GatewayCall::List { .. }) = (&self.hosted_names, &call) {
                 if op.call_purpose(id) == Some(CallPurpose::MisrouteList) {
-                    let rows = Python::try_attach(|py| hosted_rows(py, hosted))
+                    let rows = crate::enter_python()
+                        .and_then(|_inside| Python::try_attach(|py| hosted_rows(py, hosted)))
                         .unwrap_or_else(|| Err(shutting_down()));
                     answers.push((id, rows));
                     started = Started::AfterWaiting;

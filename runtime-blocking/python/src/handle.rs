@@ -27,19 +27,27 @@ fn holding_gil<R>(inputs: impl FnOnce() -> R) -> R {
 }
 
 fn release_gil(wait: &mut (dyn FnMut() + Send)) {
-    Python::attach(|py| py.detach(wait));
+    Python::attach(|py| crate::exit::detach(py, wait));
 }
+
+/// How many settled operations a registry keeps readable by `get` after they settled: each
+/// session's latest, for the sessions whose operations settled most recently.
+pub const KEPT_SETTLED: usize = 64;
 
 /// The process's registry: one open operation per session key.
 pub fn default_registry() -> &'static SharedRegistry {
     static REGISTRY: OnceLock<SharedRegistry> = OnceLock::new();
     REGISTRY.get_or_init(|| {
-        SharedRegistry::new(std::env::var("CONNOP_HOME").unwrap_or_else(|_| "default".into()))
+        SharedRegistry::keeping_settled(
+            std::env::var("CONNOP_HOME").unwrap_or_else(|_| "default".into()),
+            KEPT_SETTLED,
+        )
     })
 }
 
-/// One open operation per session key (SPEC §4). `Registry()` is a registry of its own (a
-/// test's, say); the module-level `current` and `get` read the process's.
+/// One open operation per session key; settled ones stay readable by `get` (see
+/// [`KEPT_SETTLED`]). `Registry()` is a registry of its own (a test's, say); the module-level
+/// `current` and `get` read the process's.
 #[pyclass(module = "connop", name = "Registry", frozen)]
 #[derive(Clone)]
 pub struct PyRegistry {
@@ -56,7 +64,7 @@ impl PyRegistry {
             .or_else(|| std::env::var("CONNOP_HOME").ok())
             .unwrap_or_else(|| "default".into());
         PyRegistry {
-            inner: SharedRegistry::new(profile),
+            inner: SharedRegistry::keeping_settled(profile, KEPT_SETTLED),
         }
     }
 
@@ -70,15 +78,15 @@ impl PyRegistry {
 
     /// The session's unsettled operation, or `None`.
     fn current(&self, py: Python<'_>, session_key: &str) -> Option<PyOperation> {
-        py.detach(|| self.inner.current(session_key))
-            .map(PyOperation::from)
+        crate::exit::detach(py, || self.inner.current(session_key)).map(PyOperation::from)
     }
 
-    /// The session's operation with that id, settled or not, or `None`.
+    /// The session's operation with that id, open or settled, or `None`. A settled one is
+    /// forgotten once a newer operation of the session settled, or 64 operations of other
+    /// sessions settled after it.
     fn get(&self, py: Python<'_>, session_key: &str, op_id: &str) -> Option<PyOperation> {
         let op_id = OpId::parse(op_id)?;
-        py.detach(|| self.inner.get(session_key, op_id))
-            .map(PyOperation::from)
+        crate::exit::detach(py, || self.inner.get(session_key, op_id)).map(PyOperation::from)
     }
 
     /// Opens an operation the host moves itself: registered under `session_key` before this
@@ -94,12 +102,19 @@ impl PyRegistry {
         on_update: Option<Py<PyAny>>,
         interrupt: Option<PyRef<'_, PyInterrupt>>,
     ) -> PyResult<PyOperation> {
+        if let Some(callback) = &on_update {
+            if !callback.bind(targets.py()).is_callable() {
+                return Err(pyo3::exceptions::PyTypeError::new_err(
+                    "on_update must be a callable or None",
+                ));
+            }
+        }
         let targets = parse_targets(targets)?;
         let mut context: ToolContext<()> =
             ToolContext::new(self.inner.clone(), session_key, Arc::new(()));
         context.deadline = seconds(deadline, "deadline")?;
         context.surface = Surface::Unset;
-        context.events = on_update.map(|update| events(None, Some(update)));
+        context.events = on_update.map(|update| events(None, Some(update), None));
         context.interrupt = interrupt.map(|i| i.inner.clone());
         match holding_gil(|| context.open(targets)) {
             Ok(op) => Ok(PyOperation::from(op)),
@@ -131,7 +146,7 @@ impl PyRegistry {
         context.deadline = seconds(deadline, "deadline")?;
         context.surface = Surface::Unset;
         context.tool_call_id = tool_call_id.map(Into::into);
-        context.events = on_update.map(|update| events(None, Some(update)));
+        context.events = on_update.map(|update| events(None, Some(update), None));
         Ok(PyOperation::from(context.detached(targets)))
     }
 
@@ -148,9 +163,9 @@ impl PyRegistry {
         py.detach(|| self.inner.clear());
     }
 
-    /// How many entries it holds.
+    /// How many operations are open (settled ones kept for `get` are not counted).
     fn __len__(&self, py: Python<'_>) -> usize {
-        py.detach(|| self.inner.len())
+        crate::exit::detach(py, || self.inner.len())
     }
 
     fn __repr__(&self) -> String {
@@ -159,7 +174,8 @@ impl PyRegistry {
 }
 
 fn parse_targets(targets: &Bound<'_, PyAny>) -> PyResult<Vec<Target>> {
-    // A bare name is a list of one (SPEC §5.1), not a string to iterate.
+    // A bare name is a list of one, as the tool's `connectors` takes it, not a string to
+    // iterate.
     if let Ok(name) = targets.cast::<PyString>() {
         let name = checked_name(&name.to_cow()?)?;
         return Ok(vec![Target::connector(&name, TargetAction::Connect)]);
@@ -250,8 +266,8 @@ fn checked_name(raw: &str) -> PyResult<Text> {
     connop_core::tool::target_name(raw).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
-/// A handle on one operation (SPEC §11): moves, refreshes, settles and reads it from any
-/// thread. Every change wakes the operation's watcher.
+/// A handle on one operation: moves, refreshes, settles and reads it from any thread. Every
+/// change wakes the operation's watcher.
 #[pyclass(module = "connop", name = "Operation", frozen)]
 pub struct PyOperation {
     pub(crate) inner: OpHandle,
@@ -285,7 +301,7 @@ impl PyOperation {
     /// Whether it settled.
     #[getter]
     fn settled(&self, py: Python<'_>) -> bool {
-        py.detach(|| self.inner.is_settled())
+        crate::exit::detach(py, || self.inner.is_settled())
     }
 
     /// Moves target `name` to `to` by `actor`, with an optional new detail, link and
@@ -309,7 +325,7 @@ impl PyOperation {
         let to = PyTargetState::extract(to)?;
         let actor = PyActor::extract(actor)?;
         let extra = match extra {
-            Some(fields) if !fields.is_empty() => match from_py(fields.as_any())? {
+            Some(fields) if !fields.is_empty() => match from_py(fields.as_any(), "fields")? {
                 Value::Object(map) => Some(Box::new(map)),
                 _ => None,
             },
@@ -364,12 +380,14 @@ impl PyOperation {
         holding_gil(|| self.inner.interrupt())
     }
 
-    /// A card answer, as `connection.respond` takes it: `{"targets": [{"name", "status"}],
-    /// "settled_by"?: "continue"}`. Returns `{"status": "ok", "settled": bool}`.
+    /// A card answer: `{"targets": [{"name", "status"}], "settled_by"?: "continue"}`, each
+    /// status `skipped` or `approved`, each name one of the operation's targets. Returns
+    /// `{"status": "ok", "settled": bool}`; raises `InvalidAnswer` (nothing moved) otherwise.
     fn respond(&self, py: Python<'_>, answer: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        let answer = CardAnswer::from_json(&from_py(answer)?)
-            .map_err(|e| crate::errors::invalid_answer(e.to_string()))?;
-        let reply = holding_gil(|| self.inner.respond(&answer)).map_err(caller_error)?;
+        let answer = CardAnswer::from_json(&from_py(answer, "answer")?)
+            .map_err(crate::errors::malformed_answer)?;
+        let reply =
+            holding_gil(|| self.inner.respond_naming_targets(&answer)).map_err(caller_error)?;
         Ok(to_py(py, &json!({"status": "ok", "settled": reply.settled}))?.unbind())
     }
 
@@ -380,10 +398,11 @@ impl PyOperation {
         Ok(reply.settled)
     }
 
-    /// The operation view (SPEC §3.2): the live rows with links while open, the frozen
-    /// snapshot once settled.
+    /// The operation view (`op_id`, `seq`, `deadline_at`, `settled_at`, `settled_by`,
+    /// `settled`, `targets` with links and connection ids): the live rows while open, the
+    /// frozen snapshot once settled.
     fn view(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        let view = py.detach(|| self.inner.view());
+        let view = crate::exit::detach(py, || self.inner.view());
         view.map(|v| {
             let value = serde_json::to_value(&v).unwrap_or(Value::Null);
             to_py(py, &value).map(Bound::unbind)
@@ -458,7 +477,7 @@ impl PyOperation {
     /// Replaces what a local MCP server's row needs from the environment (`None` clears
     /// it). No move: no frame, no `seq` bump.
     fn set_required_env(&self, name: &str, env: &Bound<'_, PyAny>) -> PyResult<()> {
-        let env = if env.is_none() { None } else { Some(from_py(env)?) };
+        let env = if env.is_none() { None } else { Some(from_py(env, "env")?) };
         self.inner
             .set_required_env(name, env)
             .map_err(caller_error)
@@ -510,7 +529,7 @@ impl PyOperation {
 
     /// The tool call's result as JSON text, once it returned; `None` before.
     fn tool_result(&self, py: Python<'_>) -> Option<String> {
-        py.detach(|| self.inner.result()).map(|r| r.to_json())
+        crate::exit::detach(py, || self.inner.result()).map(|r| r.to_json())
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {

@@ -4,18 +4,20 @@
 //! caller's thread, with the GIL released while they wait. Every rule is the core's; this
 //! crate only carries Python objects in and out:
 //!
-//! - `manage_connections(args, *, session_key, gateway, …) -> str` ([`tool`]);
-//! - the registry, operation handles and interrupt tokens ([`handle`]);
+//! - `manage_connections(args, *, session_key, gateway, …) -> str` (`src/tool.rs`);
+//! - the registry, operation handles and interrupt tokens (`src/handle.rs`);
 //! - tool gateways: connop's HTTP client, or any Python object with the original client's
-//!   three methods ([`gateway`]);
-//! - the contract's enums ([`enums`]) and exceptions ([`errors`]).
+//!   three methods (`src/gateway.rs`);
+//! - the contract's enums (`src/enums.rs`) and exceptions (`src/errors.rs`).
 //!
-//! The stub `connop.pyi` beside this crate's manifest types the module for Python tools.
+//! The stub `connop.pyi` beside this crate's manifest types the module for Python tools;
+//! `docs/python.md` is the contract it follows.
 
 mod compat;
 mod convert;
 mod enums;
 mod errors;
+mod exit;
 mod gateway;
 mod handle;
 mod tool;
@@ -26,62 +28,25 @@ use pyo3::prelude::*;
 /// The process's registry: the session's unsettled operation, or `None`.
 #[pyfunction]
 fn current(py: Python<'_>, session_key: &str) -> Option<handle::PyOperation> {
-    py.detach(|| handle::default_registry().current(session_key))
+    exit::detach(py, || handle::default_registry().current(session_key))
         .map(handle::PyOperation::from)
 }
 
-/// The process's registry: the session's operation with that id, settled or not.
+/// The process's registry: the session's operation with that id, open or settled (see
+/// `Registry.get` for when a settled one is forgotten).
 #[pyfunction]
 fn get(py: Python<'_>, session_key: &str, op_id: &str) -> Option<handle::PyOperation> {
     let op_id = connop_core::operation::OpId::parse(op_id)?;
-    py.detach(|| handle::default_registry().get(session_key, op_id))
+    exit::detach(py, || handle::default_registry().get(session_key, op_id))
         .map(handle::PyOperation::from)
 }
 
-/// Calls into Python from threads Python did not start (the call pool's), and whether the
-/// interpreter is shutting down: such a thread inside Python while the interpreter finalizes
-/// crashes the process (its thread state is no longer current when it lets go). `atexit`
-/// closes the door and waits for those inside to leave.
-mod interpreter_exit {
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    use std::time::{Duration, Instant};
+pub(crate) use exit::enter as enter_python;
 
-    static EXITING: AtomicBool = AtomicBool::new(false);
-    static INSIDE: AtomicUsize = AtomicUsize::new(0);
-
-    /// Leaves Python when dropped.
-    pub struct Inside(());
-
-    impl Drop for Inside {
-        fn drop(&mut self) {
-            INSIDE.fetch_sub(1, Ordering::SeqCst);
-        }
-    }
-
-    /// Enters Python from a foreign thread, unless the interpreter is shutting down.
-    pub fn enter() -> Option<Inside> {
-        INSIDE.fetch_add(1, Ordering::SeqCst);
-        let inside = Inside(());
-        (!EXITING.load(Ordering::SeqCst)).then_some(inside)
-    }
-
-    /// The `atexit` hook: no foreign thread enters from now on; those inside get up to a
-    /// second to leave (they need the GIL, which the caller has let go).
-    pub fn close() {
-        EXITING.store(true, Ordering::SeqCst);
-        let until = Instant::now() + Duration::from_secs(1);
-        while INSIDE.load(Ordering::SeqCst) > 0 && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-}
-
-pub(crate) use interpreter_exit::enter as enter_python;
-
-/// Registered with `atexit`: see [`interpreter_exit`].
+/// Registered with `atexit`: see [`exit`].
 #[pyfunction]
 fn close_for_exit(py: Python<'_>) {
-    py.detach(interpreter_exit::close);
+    py.detach(exit::close);
 }
 
 #[pymodule]
@@ -104,7 +69,8 @@ fn connop(m: &Bound<'_, PyModule>) -> PyResult<()> {
          releases the GIL while it waits. Other threads reach the operation through the \
          registry (``current``, ``get``), its ``Operation`` handle, or an ``Interrupt`` token. \
          Every rule (legal moves, when to settle, what the result holds) is decided by \
-         connop's core.",
+         connop's core. The contract the module follows (arguments, returns, exceptions, \
+         threads, payloads, limits) is docs/python.md in connop's repository.",
     )?;
     m.add_function(wrap_pyfunction!(tool::manage_connections, m)?)?;
     m.add_function(wrap_pyfunction!(current, m)?)?;
@@ -120,6 +86,7 @@ fn connop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compat::check_args, m)?)?;
     m.add_function(wrap_pyfunction!(compat::gateway_failed, m)?)?;
     m.add_function(wrap_pyfunction!(compat::tool_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(compat::surface_of_platform, m)?)?;
     m.add_class::<enums::PyTargetState>()?;
     m.add_class::<enums::PyActor>()?;
     m.add_class::<enums::PySettleReason>()?;

@@ -7,11 +7,11 @@ use crate::handle::{PyInterrupt, PyRegistry, default_registry};
 use connop_blocking::{EventSink, Next, OpHandle, ToolContext};
 use connop_core::flow::{Event, Surface};
 use connop_core::tool_gateway::BlockingToolGateway;
-use pyo3::exceptions::{PyKeyboardInterrupt, PyValueError};
+use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use serde_json::Value;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// How often the main thread looks for a pending signal while it waits. Python runs signal
@@ -29,11 +29,49 @@ fn on_main_thread(py: Python<'_>) -> PyResult<bool> {
     Ok(MAIN_THREAD.get() == Some(&this))
 }
 
+/// Where an exception `on_card` raised waits for the waiting thread, which settles the
+/// operation `interrupt` and raises it: a card that could not be shown is never waited for.
+#[derive(Clone)]
+pub struct CardFailure {
+    error: Arc<Mutex<Option<PyErr>>>,
+    waiting: std::thread::Thread,
+}
+
+impl CardFailure {
+    /// A slot for the call waiting on this thread.
+    pub fn new() -> Self {
+        CardFailure {
+            error: Arc::default(),
+            waiting: std::thread::current(),
+        }
+    }
+
+    /// Keeps the first exception and wakes the waiting thread.
+    fn put(&self, error: PyErr) {
+        self.error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(error);
+        self.waiting.unpark();
+    }
+
+    /// The exception, once.
+    fn take(&self) -> Option<PyErr> {
+        self.error.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
 /// The card callback and the update callback as one event sink. `on_card` gets the card
 /// request (`connection.request`'s payload) once; `on_update` every update frame. They run
 /// with the GIL on the waiting thread (gateway answers are fed there), or on the thread whose
-/// input caused them; an exception in them is reported as unraisable and changes nothing.
-pub fn events(on_card: Option<Py<PyAny>>, on_update: Option<Py<PyAny>>) -> EventSink {
+/// input caused them. An exception in `on_card` goes to `card_failure`; one in `on_update` is
+/// reported as unraisable and changes nothing (a missed frame is repaired by the next, which
+/// carries the whole view).
+pub fn events(
+    on_card: Option<Py<PyAny>>,
+    on_update: Option<Py<PyAny>>,
+    card_failure: Option<CardFailure>,
+) -> EventSink {
     Arc::new(move |event: &Event| {
         // A payload is built only for a callback that takes it.
         let (callback, payload) = match (event, &on_card, &on_update) {
@@ -42,38 +80,139 @@ pub fn events(on_card: Option<Py<PyAny>>, on_update: Option<Py<PyAny>>) -> Event
             _ => return,
         };
         let Ok(payload) = payload else { return };
-        // Not after the interpreter began shutting down (a daemon thread may still pump then).
+        // Not once the interpreter began to exit (a daemon thread may still pump then).
+        let Some(_inside) = crate::exit::enter() else {
+            return;
+        };
         let _ = Python::try_attach(|py| {
             let callback = callback.bind(py);
             let outcome = to_py(py, &payload).and_then(|payload| callback.call1((payload,)));
-            if let Err(error) = outcome {
-                if error.is_instance_of::<PyKeyboardInterrupt>(py) {
-                    // SAFETY: the GIL is held; this only flags the signal again.
-                    unsafe { pyo3::ffi::PyErr_SetInterrupt() };
-                } else {
-                    error.write_unraisable(py, Some(callback));
-                }
+            let Err(error) = outcome else { return };
+            if error.is_instance_of::<PyKeyboardInterrupt>(py) {
+                // SAFETY: the GIL is held; this only flags the signal again.
+                unsafe { pyo3::ffi::PyErr_SetInterrupt() };
+            } else if let (Event::Request(_), Some(failure)) = (event, &card_failure) {
+                failure.put(error);
+            } else {
+                error.write_unraisable(py, Some(callback));
             }
         });
     })
 }
 
+/// The ticks a caller may ask for are at least this long: a shorter one (0 included) would
+/// read each account again as soon as the last read answered, keeping a core busy for as
+/// long as the operation waits.
+pub const MIN_TICK: Duration = Duration::from_millis(10);
+
+/// The surfaces a caller may name, and the messaging name that stands for every chat
+/// platform (links, as `cli`).
+const SURFACES: [&str; 5] = ["", "desktop", "tui", "cli", "messaging"];
+
+/// `surface`, one of [`SURFACES`]; anything else is a `ValueError` that lists them and says
+/// which was probably meant.
+fn surface_of(surface: &str) -> PyResult<Surface> {
+    if SURFACES.contains(&surface) {
+        return Ok(Surface::parse(surface));
+    }
+    let named: Vec<&str> = SURFACES[1..].to_vec();
+    let hint = connop_core::tool::did_you_mean(surface, &named)
+        .map(|meant| format!(" (did you mean '{meant}'?)"))
+        .unwrap_or_default();
+    Err(PyValueError::new_err(format!(
+        "surface must be '' (unset: a card when on_card is given), 'desktop' or 'tui' (a \
+         card), or 'cli' or 'messaging' (links, no card), not '{surface}'{hint}"
+    )))
+}
+
+/// A callback argument: callable, or `None`.
+fn callable(value: Option<Py<PyAny>>, py: Python<'_>, what: &str) -> PyResult<Option<Py<PyAny>>> {
+    match value {
+        Some(callback) if !callback.bind(py).is_callable() => Err(PyTypeError::new_err(format!(
+            "{what} must be a callable or None, not {}",
+            type_name(callback.bind(py))
+        ))),
+        other => Ok(other),
+    }
+}
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "object".into())
+}
+
+/// The methods a gateway object answers.
+const GATEWAY_METHODS: [&str; 3] = ["list_connectors", "connections", "account_status"];
+
+/// `gateway`: connop's HTTP client, or an object with at least one of the gateway methods
+/// (one it lacks is a failed call of that kind). `None`, a URL string, a class instead of an
+/// instance, or an object with none of them is a `TypeError`.
+fn gateway_of(gateway: &Bound<'_, PyAny>) -> PyResult<Arc<dyn BlockingToolGateway>> {
+    if let Ok(http) = gateway.extract::<PyRef<'_, PyHttpGateway>>() {
+        return Ok(http.inner.clone());
+    }
+    if let Ok(client) = gateway.cast::<crate::transport::PyTransportGateway>() {
+        // The host's transport through connop's rules (its Python runs on this thread).
+        return Ok(client.get().inner.clone());
+    }
+    let wanted = "gateway must be a connop.HttpGateway or an object with the methods \
+                  list_connectors, connections and account_status";
+    if gateway.is_none() {
+        return Err(PyTypeError::new_err(format!("{wanted}, not None")));
+    }
+    if gateway.cast::<PyString>().is_ok() {
+        return Err(PyTypeError::new_err(format!(
+            "{wanted}, not a str (for a gateway's URL, pass connop.HttpGateway(url, token))"
+        )));
+    }
+    if let Ok(class) = gateway.cast::<pyo3::types::PyType>() {
+        let name = class.name().map(|n| n.to_string()).unwrap_or_default();
+        return Err(PyTypeError::new_err(format!(
+            "{wanted}, not the class {name} itself (pass an instance: {name}(...))"
+        )));
+    }
+    let has_one = GATEWAY_METHODS.iter().any(|method| {
+        gateway
+            .getattr(*method)
+            .is_ok_and(|attribute| attribute.is_callable())
+    });
+    if !has_one {
+        return Err(PyTypeError::new_err(format!(
+            "{wanted}; a {} has none of them",
+            type_name(gateway)
+        )));
+    }
+    Ok(Arc::new(PyGateway::new(gateway.clone().unbind())))
+}
+
+/// `tick`: a finite number of seconds >= 0, at least [`MIN_TICK`].
+fn tick_of(tick: f64) -> PyResult<Duration> {
+    Ok(seconds(tick, "tick")?.max(MIN_TICK))
+}
+
 /// Runs one `manage_connections` tool call on this thread and returns its JSON result.
 ///
-/// `args`: `{"action", "connectors", "force"}` (or that as JSON text). `surface`: `desktop`,
-/// `tui`, `cli`, a messaging platform, or empty; with `on_card` and a surface that has a
-/// card, the call blocks until the operation settles (the card path), otherwise it returns
-/// the links at once. `on_card` gets the card request once, `on_update` every update frame.
-/// `gateway`: an `HttpGateway`, or any object with `list_connectors`, `connections` and
-/// `account_status`. `hosted_names` answers the misroute check instead of the connector
-/// list. `calls`: `"worker"` (the default: calls run off the waiting thread, on a shared pool,
-/// so the deadline, an interrupt and a card answer never wait for a slow call, nor one row's
-/// read for another's; their answers are fed on the waiting thread) or `"inline"` (on the
-/// waiting thread: only for a gateway that answers at once; reads then go out one at a time,
-/// each with the time then left, none once the deadline came). The GIL is released while the
-/// call waits; Ctrl-C on the main thread settles the operation `interrupt` and the call
-/// returns that result. `dialect`: `"connop"` (the default) or `"original"` (the original
-/// agent system's words and argument forms); `available=False` refuses valid arguments.
+/// `args`: `{"action", "connectors", "force"}` (or that as JSON text), JSON data nested at most
+/// 127 deep. `surface`: `""` (unset) or `desktop` or `tui` show a card when `on_card` is given,
+/// and the call blocks until the operation settles; `cli` and `messaging` (a chat platform)
+/// return the links at once. `on_card` gets the card request once: an exception it raises
+/// settles the operation `interrupt` at once and is raised here. `on_update` gets every update
+/// frame; an exception it raises is reported as unraisable. `tick`: seconds between a row's
+/// reads, at least 0.01 (a smaller one, 0 included, reads every 0.01 s). `gateway`: an
+/// `HttpGateway`, or any object with `list_connectors`, `connections` and `account_status`.
+/// `hosted_names` answers the misroute check instead of the connector list. `calls`:
+/// `"worker"` (the default: calls run off the waiting thread, on a shared pool, so the
+/// deadline, an interrupt and a card answer never wait for a slow call, nor one row's read
+/// for another's; their answers are fed on the waiting thread) or `"inline"` (on the waiting
+/// thread: only for a gateway that answers at once; reads then go out one at a time, each
+/// with the time then left, none once the deadline came). The GIL is released while the call
+/// waits; Ctrl-C on the main thread settles the operation `interrupt` and the call returns
+/// that result. `dialect`: `"connop"` (the default) or `"original"` (the original agent
+/// system's words and argument forms); `available=False` refuses valid arguments. An
+/// argument of the wrong type or value is a `TypeError`/`ValueError` naming it, before
+/// anything runs. The contract: docs/python.md.
 #[pyfunction]
 #[pyo3(signature = (
     args, *, session_key, gateway, surface="", on_card=None, on_update=None, tick=1.0,
@@ -107,17 +246,15 @@ pub fn manage_connections(
     let args: Value = match args.cast::<PyString>() {
         Ok(text) => serde_json::from_str(&text.to_cow()?)
             .map_err(|e| PyValueError::new_err(format!("args is not JSON: {e}")))?,
-        Err(_) => from_py(args)?,
+        Err(_) => from_py(args, "args")?,
     };
-    let gateway: Arc<dyn BlockingToolGateway> = match gateway.extract::<PyRef<'_, PyHttpGateway>>()
-    {
-        Ok(http) => http.inner.clone(),
-        Err(_) => match gateway.cast::<crate::transport::PyTransportGateway>() {
-            // The host's transport through connop's rules (its Python runs on this thread).
-            Ok(client) => client.get().inner.clone(),
-            Err(_) => Arc::new(PyGateway::new(gateway.clone().unbind())),
-        },
-    };
+    let gateway = gateway_of(gateway)?;
+    let surface = surface_of(surface)?;
+    let on_card = callable(on_card, py, "on_card")?;
+    let on_update = callable(on_update, py, "on_update")?;
+    let hosted_names = callable(hosted_names, py, "hosted_names")?;
+    let tick = tick_of(tick)?;
+    let deadline = seconds(deadline, "deadline")?;
     let inline = match calls {
         None => false,
         Some("inline") => true,
@@ -131,10 +268,11 @@ pub fn manage_connections(
     let registry = registry.map_or_else(|| default_registry().clone(), |r| r.inner.clone());
     let mut context: ToolContext<dyn BlockingToolGateway> =
         ToolContext::new(registry, session_key, gateway.clone());
-    context.surface = Surface::parse(surface);
-    context.events = on_card.map(|card| events(Some(card), on_update));
-    context.tick = seconds(tick, "tick")?;
-    context.deadline = seconds(deadline, "deadline")?;
+    context.surface = surface;
+    let card_failure = CardFailure::new();
+    context.events = on_card.map(|card| events(Some(card), on_update, Some(card_failure.clone())));
+    context.tick = tick;
+    context.deadline = deadline;
     context.local_catalog = local_catalog.iter().map(|n| n.as_str().into()).collect();
     context.tool_call_id = tool_call_id.map(Into::into);
     context.return_to = return_to.map(Into::into);
@@ -153,10 +291,11 @@ pub fn manage_connections(
 
     let main = on_main_thread(py)?;
     let op = context.start(&args, None);
-    let signal = py.detach(|| drive(&op, &calls, main));
+    let signal = crate::exit::detach(py, || drive(&op, &calls, main, &card_failure));
     let result = op.finished_result();
     match signal {
         // Ctrl-C is the stop button: the operation settled `interrupt`, and that is the answer.
+        // An exception from `on_card` settled it too, and is raised.
         Some(error) if !error.is_instance_of::<PyKeyboardInterrupt>(py) => Err(error),
         _ => Ok(result.to_json()),
     }
@@ -168,16 +307,25 @@ pub fn manage_connections(
 /// again: a wake-up goes straight to the step that finishes, without taking the GIL. An
 /// exception from a handler (Ctrl-C's `KeyboardInterrupt`) interrupts the operation and is
 /// returned once it finished.
-fn drive(op: &OpHandle, calls: &PyCalls, main: bool) -> Option<PyErr> {
+fn drive(op: &OpHandle, calls: &PyCalls, main: bool, card_failure: &CardFailure) -> Option<PyErr> {
     let waker = connop_blocking::driver::thread_waker();
     let (mut answers, mut started) = (Vec::new(), Vec::new());
     let mut signal = None;
     loop {
         calls.collect(&mut answers);
-        let mut start = |started: &mut Vec<_>, answers: &mut Vec<_>| {
-            calls.start(op, started, answers)
-        };
-        let until = match op.step(&mut answers, &mut started, &mut start, &waker) {
+        let mut start =
+            |started: &mut Vec<_>, answers: &mut Vec<_>| calls.start(op, started, answers);
+        let next = op.step(&mut answers, &mut started, &mut start, &waker);
+        if let Some(error) = card_failure.take() {
+            // The card could not be shown, so nobody would answer it: settles now, and the
+            // next step finishes.
+            op.interrupt();
+            signal.get_or_insert(error);
+            if matches!(next, Next::Sleep(_)) {
+                continue;
+            }
+        }
+        let until = match next {
             Next::Finished => return signal,
             Next::Sleep(until) => until,
         };

@@ -133,7 +133,7 @@ fn response_of(response: &Bound<'_, PyAny>) -> wire::Answer {
             let parsed = response
                 .call_method0("json")
                 .map_err(|_| bad("neither text nor json()"))?;
-            from_py(&parsed)
+            from_py(&parsed, "json()")
                 .map_err(|_| bad("a json() that is not JSON data"))?
                 .to_string()
         }

@@ -4,12 +4,20 @@ client's shapes, and a runner with the card path's defaults."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 from typing import Any, Callable, Dict, List, Optional
 
 import pytest
 
 import connop
+
+# scripts/python-wheel-check sets this to the fresh environment the wheel went into: every
+# test must run against that installed module, never a build in the source tree.
+_INSTALLED_IN = os.environ.get("CONNOP_EXPECT_INSTALLED_IN")
+if _INSTALLED_IN and not os.path.realpath(connop.__file__).startswith(
+        os.path.realpath(_INSTALLED_IN) + os.sep):
+    raise ImportError(f"connop was imported from {connop.__file__}, not from {_INSTALLED_IN}")
 
 
 class Gateway:

@@ -70,7 +70,7 @@ def test_a_host_opened_operation_holds_the_session_and_moves_by_its_handle(regis
     assert result["settled_by"] == "continue"
     assert [t["state"] for t in result["targets"]] == ["not_connected", "skipped"]
     assert result["targets"][0]["connect_url"] == "https://c/gmail/2", "links stay for the UI"
-    assert registry.current("s1") is None and registry.get("s1", op.op_id) is None
+    assert registry.current("s1") is None and registry.get("s1", op.op_id) == op, "kept"
     assert '"connect_url"' not in op.tool_result()
 
 
@@ -92,26 +92,6 @@ def test_the_card_once_and_every_update_frame(registry):
     assert out["settled_by"] == "all_resolved"
 
 
-def test_an_exception_in_a_callback_is_reported_and_changes_nothing(registry):
-    seen = []
-
-    def hook(unraisable):
-        seen.append(unraisable.exc_value)
-
-    def on_card(payload):
-        raise RuntimeError("card renderer broke")
-
-    old_hook, sys.unraisablehook = sys.unraisablehook, hook
-    try:
-        gw = Gateway(scripts={"gmail": ["active"]})
-        out = run({"action": "connect", "connectors": ["gmail"]}, gw, on_card=on_card,
-                  tick=0.01, deadline=10.0, registry=registry)
-    finally:
-        sys.unraisablehook = old_hook
-    assert out["settled_by"] == "all_resolved"
-    assert [str(e) for e in seen] == ["card renderer broke"]
-
-
 def test_refused_arguments_and_the_process_registry():
     out = run({"action": "disconnect"}, Gateway())
     assert out["error"].startswith("action must be one of status, connect, reconnect.")
@@ -126,8 +106,8 @@ def test_refused_arguments_and_the_process_registry():
 
 
 def test_open_takes_names_as_the_tool_arguments_do(registry):
-    # SPEC §5.1: a bare name is a list of one; names trimmed and lower-cased; duplicates
-    # dropped in order; an empty name refused.
+    # As the tool's `connectors`: a bare name is a list of one; names trimmed and
+    # lower-cased; duplicates dropped in order; an empty name refused.
     op = registry.open("bare", "gmail")
     assert [t["name"] for t in op.view()["targets"]] == ["gmail"]
     op = registry.open("mixed", [" Gmail", "notion", "gmail", ("NOTION", "connector")])

@@ -243,3 +243,12 @@ def test_the_module_keeps_connops_own_texts_by_default():
                                                gateway=Gateway(), registry=connop.Registry()))
     assert out["error"].startswith("action must be one of status, connect, reconnect. ")
     assert "connector portal" in out["error"]
+
+
+def test_any_chat_platform_of_the_original_is_a_surface_without_a_card():
+    seen = []
+    gw = Gateway()
+    out = _call({"action": "connect", "connectors": ["gmail"]}, gw, platform=" Telegram ",
+                callback=seen.append)
+    assert out["status"] == "initiated" and out["targets"][0]["connect_url"]
+    assert seen == [], "no card on a chat platform"

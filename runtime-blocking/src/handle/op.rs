@@ -399,6 +399,12 @@ impl OpHandle {
         self.apply(|flow, now| flow.handle_card_answer(answer, now))
     }
 
+    /// A card answer from a host's own API: as [`respond`](Self::respond), but an answer
+    /// naming a target the operation does not have is refused, nothing moved.
+    pub fn respond_naming_targets(&self, answer: &CardAnswer) -> Result<CardReply, CallerError> {
+        self.apply(|flow, now| flow.handle_card_answer_naming_targets(answer, now))
+    }
+
     /// Continue: settles `continue` unless everything resolved.
     pub fn continue_(&self) -> Result<CardReply, CallerError> {
         self.apply(|flow, now| flow.handle_continue(now))
@@ -808,8 +814,8 @@ impl OpHandle {
             Effect::Close { key, op_id } => {
                 // Dropped outside the registry's lock: the last reference to an operation
                 // may be the registry's.
-                let closed = lock(&env.registry).close(&key, op_id);
-                drop(closed);
+                let forgotten = lock(&env.registry).close_settled(&key, op_id);
+                drop(forgotten);
             }
             Effect::Return(result) => self.lock().result = Some(result),
             // An effect of a newer core than this runtime knows.

@@ -23,6 +23,16 @@ impl SharedRegistry {
         }
     }
 
+    /// An empty registry that keeps settled operations readable by [`get`](Self::get) after
+    /// their entries closed: each session's latest, for the `capacity` sessions whose
+    /// operations settled most recently (see `Registry::keeping_settled`).
+    pub fn keeping_settled(profile: impl Into<Text>, capacity: usize) -> Self {
+        SharedRegistry {
+            profile: profile.into(),
+            inner: Arc::new(std::sync::Mutex::new(Registry::keeping_settled(capacity))),
+        }
+    }
+
     /// The same entries seen from another profile: its sessions, and operations registered
     /// under it (a host serving several profiles in one process).
     pub fn for_profile(&self, profile: impl Into<Text>) -> Self {
@@ -61,7 +71,8 @@ impl SharedRegistry {
         self.lock().current(&self.key(session_key)).cloned()
     }
 
-    /// A session's operation by id, settled or not.
+    /// A session's operation by id: open, or settled and still kept (see
+    /// [`keeping_settled`](Self::keeping_settled)).
     pub fn get(&self, session_key: &str, op_id: OpId) -> Option<OpHandle> {
         self.lock().get(&self.key(session_key), op_id).cloned()
     }

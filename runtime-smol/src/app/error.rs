@@ -183,7 +183,7 @@ pub enum EnvironmentError {
     /// An HTTP client (for the tool gateway or a peer) could not be made.
     #[error(transparent)]
     HttpClient(#[from] HttpError),
-    /// SIGINT and SIGTERM could not be watched.
+    /// SIGINT, SIGTERM and SIGHUP could not be watched.
     #[error("cannot watch signals: {0}")]
     Signals(io::Error),
     /// The thread that reads the card's keys could not start.

@@ -7,7 +7,7 @@
 //!   [`lease`], which live process holds a session (SPEC §9.3);
 //! - [`cli`]: one module per subcommand (`gateway`, `connect` with its terminal card,
 //!   `sim-gateway`, `peer dm`, `lease`), and [`error`], the errors they end with, split by
-//!   blame.
+//!   blame; [`escape`], how remote text is shown on a terminal.
 //!
 //! The upstream *tool gateway* (the hosted service that mints links) and this process's
 //! *JSON-RPC server* never share a name here.
@@ -15,6 +15,7 @@
 pub mod api;
 pub mod cli;
 pub mod error;
+pub mod escape;
 pub mod lease;
 pub mod net;
 pub mod private_fs;

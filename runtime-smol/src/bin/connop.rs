@@ -11,6 +11,7 @@ use connop_smol::app::cli::serve::{ServeOptions, check_exposure, check_sim_expos
 use connop_smol::app::cli::sim_gateway::run_sim_tool_gateway;
 use connop_smol::app::cli::{lease, profile, seconds, tick, watch_signals};
 use connop_smol::app::error::{AppError, UsageError};
+use connop_smol::app::escape::{Lines, escape_controls};
 use connop_smol::app::rpc::{DEFAULT_MAX_OUTPUT, RpcConfig};
 use connop_smol::app::sim_gateway::SimOptions;
 use connop_smol::app::store::Database;
@@ -47,8 +48,9 @@ enum Command {
     ///
     /// One JSON object per line. Each transport (stdio, or one accepted connection) owns the
     /// sessions it creates; requests on a transport are served concurrently. SIGINT, SIGTERM,
-    /// or EOF of stdin (when stdio is served) settle every open operation `interrupt`, answer
-    /// every pending request, and exit 0. Once everything is bound, each server says
+    /// SIGHUP, or EOF of stdin (when stdio is served) settle every open operation
+    /// `interrupt`, answer every pending request, end the active runs and their agent
+    /// commands, and exit 0. Once everything is bound, each server says
     /// `listening <scheme>://<addr>` on stderr, in this order: the embedded tool gateway (with
     /// CONNECTOR_GATEWAY_URL unset), each --listen as given, then --http.
     #[command(name = "gateway", after_help = ENVIRONMENT)]
@@ -396,8 +398,11 @@ fn main() -> ExitCode {
     match started {
         Ok(code) => ExitCode::from(code),
         Err(error) => {
-            // Not `eprintln!`: with stderr gone the exit code still tells.
-            let _ = writeln!(std::io::stderr(), "connop: {error}");
+            // Not `eprintln!`: with stderr gone the exit code still tells. An error may quote
+            // what a peer or a tool gateway sent: shown, never obeyed by the terminal.
+            let line = error.to_string();
+            let line = escape_controls(&line, Lines::One);
+            let _ = writeln!(std::io::stderr(), "connop: {line}");
             ExitCode::from(error.exit_code())
         }
     }

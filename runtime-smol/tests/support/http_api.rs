@@ -294,3 +294,17 @@ pub fn process_ends(pid: u32, bound: Duration) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The pid an agent command wrote to `file`, once it is there (within the bound).
+pub fn wait_for_pid(file: &std::path::Path) -> u32 {
+    let deadline = Instant::now() + BOUND;
+    loop {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        if let Ok(pid) = text.trim().parse() {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "a pid in {}", file.display());
+        // Written by another process tree: look again shortly.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

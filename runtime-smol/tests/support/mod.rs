@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod http_api;
+pub mod pg_cluster;
 pub mod stores;
 pub mod terminal;
 pub mod webdriver;

@@ -42,6 +42,15 @@ pub enum ApiError {
     /// The body is not a JSON object.
     #[error("Invalid JSON")]
     InvalidJson,
+    /// A path or a body holding a NUL character, which no store keeps.
+    #[error("Text may not hold the NUL character (U+0000)")]
+    NulCharacter,
+    /// `?limit=` that is not a positive integer.
+    #[error("limit must be a positive integer, not {0:?}")]
+    InvalidLimit(String),
+    /// `?cursor=` that is not a `next_cursor` this API answered.
+    #[error("cursor {0:?} is not a next_cursor of this API")]
+    InvalidCursor(String),
     /// A run without `input`.
     #[error("Missing 'input' field")]
     MissingInput,
@@ -75,9 +84,20 @@ pub enum ApiError {
     /// The work behind the request ended without an answer.
     #[error("The request was abandoned before it was answered.")]
     Abandoned,
-    /// The store failed.
-    #[error(transparent)]
+    /// The store failed. One that is away is answered 503 with a message of its own: where
+    /// the database is stays in the log.
+    #[error("{}", store_message(.0))]
     Store(#[from] StoreError),
+}
+
+/// What a client is told of a failed store.
+fn store_message(error: &StoreError) -> String {
+    if error.is_outage() {
+        "The store is unavailable: its database cannot be reached. Try again once it is back."
+            .to_owned()
+    } else {
+        error.to_string()
+    }
 }
 
 impl ApiError {
@@ -90,6 +110,9 @@ impl ApiError {
             }
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::InvalidJson
+            | ApiError::NulCharacter
+            | ApiError::InvalidLimit(_)
+            | ApiError::InvalidCursor(_)
             | ApiError::MissingInput
             | ApiError::NoUserMessage
             | ApiError::InvalidAuthor
@@ -97,6 +120,7 @@ impl ApiError {
             | ApiError::BadPath(_) => StatusCode::BAD_REQUEST,
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::SessionExists(_) | ApiError::IdempotencyConflict => StatusCode::CONFLICT,
+            ApiError::Store(e) if e.is_outage() => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::TurnFailed(_) | ApiError::Abandoned | ApiError::Store(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
@@ -111,6 +135,9 @@ impl ApiError {
             ApiError::NoRoute { .. } => "not_found",
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
             ApiError::InvalidJson => "invalid_json",
+            ApiError::NulCharacter => "nul_character",
+            ApiError::InvalidLimit(_) => "invalid_limit",
+            ApiError::InvalidCursor(_) => "invalid_cursor",
             ApiError::BodyTooLarge { .. } => "body_too_large",
             ApiError::BadPath(_) => "invalid_path",
             ApiError::MissingInput => "missing_input",
@@ -123,6 +150,7 @@ impl ApiError {
             ApiError::IdempotencyConflict => "idempotency_key_conflict",
             ApiError::TurnFailed(_) => "turn_failed",
             ApiError::TurnStopped => "turn_stopped",
+            ApiError::Store(e) if e.is_outage() => "store_unavailable",
             ApiError::Abandoned | ApiError::Store(_) => "internal_error",
         }
     }

@@ -15,6 +15,7 @@
 use super::error::ApiError;
 use super::routes::{Body, full};
 use super::{Api, Streaming, lock};
+use crate::app::store::Store as _;
 use http_body_util::{BodyExt, StreamBody};
 use hyper::Response;
 use hyper::body::{Bytes, Frame};

@@ -9,8 +9,10 @@
 //! then SIGKILL after [`KILL_GRACE`]) when the turn is stopped, when it fails, when its shell
 //! exits (nothing it left behind outlives the turn), and at shutdown. Its stdin is written
 //! while its stdout and stderr are read, so no input size can deadlock it, and its stdout is
-//! capped at [`MAX_AGENT_OUTPUT`].
+//! capped at [`MAX_AGENT_OUTPUT`]. A reply holding a NUL character fails the turn (no store
+//! keeps one); in an error, a NUL is shown as U+FFFD.
 
+use super::input::storable;
 use crate::app::store::Message;
 use crate::app::telemetry::metrics;
 use futures_lite::io::{AsyncRead, AsyncReadExt};
@@ -33,6 +35,10 @@ pub const KILL_GRACE: Duration = Duration::from_secs(2);
 
 /// The most of an agent command's stderr kept for the error (the rest is read and dropped).
 const MAX_STDERR_KEPT: usize = 64 << 10;
+
+/// The error of a turn whose agent command replied with a NUL character, which no store keeps.
+const NUL_REPLY: &str =
+    "the agent command's reply holds a NUL character (U+0000), which is not stored";
 
 /// Who answers turns.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -372,9 +378,16 @@ async fn run_command(command: &str, turn: &Turn, stop: impl Future<Output = ()>)
             );
             if status.success() {
                 let reply = String::from_utf8_lossy(&stdout);
-                TurnOutcome::Reply(reply.trim_end_matches(['\n', '\r']).to_owned())
+                let reply = reply.trim_end_matches(['\n', '\r']);
+                if !storable(reply) {
+                    return TurnOutcome::Failed(NUL_REPLY.into());
+                }
+                TurnOutcome::Reply(reply.to_owned())
             } else {
-                let stderr = String::from_utf8_lossy(&stderr).trim().to_owned();
+                // An error is only read: a NUL in it is shown as the replacement character.
+                let stderr = String::from_utf8_lossy(&stderr)
+                    .trim()
+                    .replace('\0', "\u{fffd}");
                 TurnOutcome::Failed(if stderr.is_empty() {
                     format!("the agent command failed ({status})")
                 } else {

@@ -24,7 +24,7 @@ mod sessions;
 pub use error::ApiError;
 
 use crate::app::net::serve_connections;
-use crate::app::store::{self, Database, RunSignals, Store, StoreError};
+use crate::app::store::{self, Database, Guarded, RunSignals, Store, StoreError};
 use crate::app::sync::{Count, CountGuard};
 use connop_blocking::SystemClock;
 use connop_core::run::{RunChange, SHUTDOWN_ERROR};
@@ -62,7 +62,7 @@ pub const DEFAULT_MAX_BODY: usize = 1 << 20;
 
 /// The API's state.
 pub struct Api {
-    store: Arc<dyn Store>,
+    store: Arc<Guarded>,
     /// Event-stream wake-ups and the stop switches of the turns running here.
     signals: Arc<RunSignals>,
     executor: TurnExecutor,
@@ -141,7 +141,12 @@ impl Api {
     /// `run.interrupted` goes to every open event stream, then the turns are stopped (their
     /// commands killed; the cancellation that follows changes nothing). Returns once the
     /// event streams wrote their last event, or after `within`.
+    ///
+    /// A store that does not answer holds no shutdown: the interrupts and the streams share
+    /// `within`, and taking leave of it gets 100 ms. Runs whose interrupt was not stored are
+    /// ended at the next start (or by a surviving replica).
     pub async fn shut_down(&self, within: Duration) {
+        let until = std::time::Instant::now() + within;
         let here = self.signals.running_here();
         let now = self.clock.now();
         // Stored (and so told to every stream, here and on other replicas) together.
@@ -152,16 +157,28 @@ impl Api {
                     .apply(id, RunChange::Interrupt(SHUTDOWN_ERROR), now)
             })
             .collect();
-        join_all(interrupts).await;
+        at_most(until, join_all(interrupts)).await;
         for id in &here {
             self.signals.stop_here(id);
         }
-        futures_lite::future::or(self.streams.wait_zero(), async {
-            smol::Timer::after(within).await;
+        at_most(until, self.streams.wait_zero()).await;
+        let leave_until = std::time::Instant::now() + LEAVE_WITHIN;
+        at_most(leave_until, async {
+            let _ = self.store.leave().await;
         })
         .await;
-        let _ = self.store.leave().await;
     }
+}
+
+/// How long a shutting-down process waits for the store to take its leave.
+const LEAVE_WITHIN: Duration = Duration::from_millis(100);
+
+/// `work`, or nothing once `until` passed.
+async fn at_most(until: std::time::Instant, work: impl std::future::Future<Output = ()>) {
+    futures_lite::future::or(work, async {
+        smol::Timer::at(until).await;
+    })
+    .await
 }
 
 /// Awaits every future, all at once.

@@ -8,10 +8,11 @@ use super::error::ApiError;
 use super::executor::{Turn, TurnOutcome};
 use super::input::{user_message, valid_author};
 use super::{Answer, Api};
+use crate::app::store::Store as _;
 use crate::app::store::{FirstAnswer, Keyed, NewMessage, NewRun, Running, Started};
 use crate::app::sync::random_hex;
 use crate::app::telemetry;
-use connop_core::run::{Run, RunChange, RunStatus, run_id};
+use connop_core::run::{Run, RunChange, RunStatus, STORE_FAILED_ERROR, run_id};
 use hyper::StatusCode;
 use serde_json::{Value, json};
 use std::future::Future;
@@ -19,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// How often a change that must be stored (a run's start and end) is tried when the store
-/// fails, and how long between tries.
+/// refuses it (not an outage: one of those is waited out), and how long between tries.
 const PERSIST_TRIES: u32 = 5;
 const PERSIST_BACKOFF: Duration = Duration::from_millis(200);
 
@@ -139,23 +140,75 @@ impl Api {
         }
     }
 
-    /// Applies a change the run must not lose, trying again a few times if the store fails;
-    /// the run as it stands after, if the store answered.
-    async fn persist(&self, run_id: &str, change: RunChange<'_>) -> Option<Run> {
-        for attempt in 1..=PERSIST_TRIES {
-            match self.store.apply(run_id, change, self.clock.now()).await {
-                Ok(applied) => return applied.map(|(run, _)| run),
-                Err(_) => smol::Timer::after(PERSIST_BACKOFF * attempt).await,
+    /// Applies a change the run must not lose; the run as it stands after, if the store
+    /// took it. While the store is away the change waits for it to come back (the run's turn
+    /// holds its place as running here meanwhile, so nothing else ends the run first); a
+    /// change the store refuses is tried [`PERSIST_TRIES`] times, then the run is ended
+    /// `interrupted` with [`STORE_FAILED_ERROR`] instead. Each failure is logged once.
+    async fn persist(&self, run_id: &str, mut change: RunChange<'_>) -> Option<Run> {
+        let fallback = RunChange::Interrupt(STORE_FAILED_ERROR);
+        let mut refused = 0;
+        let mut waited = false;
+        loop {
+            let error = match self.store.apply(run_id, change, self.clock.now()).await {
+                Ok(applied) => {
+                    if waited {
+                        tracing::info!(
+                            target: "connop::run",
+                            run_id,
+                            "run stored again: the store is back",
+                        );
+                    }
+                    return applied.map(|(run, _)| run);
+                }
+                Err(error) => error,
             };
+            if error.is_outage() {
+                if !waited {
+                    tracing::error!(
+                        target: "connop::run",
+                        run_id,
+                        error = %error,
+                        "run could not be stored: the change waits until the store is back",
+                    );
+                    waited = true;
+                }
+                self.store.health().until_up().await;
+            } else {
+                refused += 1;
+                if refused >= PERSIST_TRIES {
+                    tracing::error!(
+                        target: "connop::run",
+                        run_id,
+                        error = %error,
+                        tries = refused,
+                        "run could not be stored: the store refused the change",
+                    );
+                    if change == fallback {
+                        return None;
+                    }
+                    // The run still ends: as the store's failure.
+                    (change, refused) = (fallback, 0);
+                }
+            }
+            smol::Timer::after(PERSIST_BACKOFF).await;
         }
-        None
     }
 
     async fn execute(self: Arc<Self>, run_id: String, turn: Turn, running: Running) {
         let started = self.persist(&run_id, RunChange::Start).await;
-        if started.is_none_or(|run| run.status() != RunStatus::Running) {
-            // Stopped or interrupted before it started: the turn never runs.
-            let after = self.persist(&run_id, RunChange::Stopped).await;
+        let unstarted = match &started {
+            // The store went away meanwhile, or refused the start.
+            _ if running.store_failed() => Some(RunChange::Interrupt(STORE_FAILED_ERROR)),
+            None => Some(RunChange::Interrupt(STORE_FAILED_ERROR)),
+            // Stopped or interrupted before it started.
+            Some(run) if run.status() != RunStatus::Running => Some(RunChange::Stopped),
+            Some(_) => None,
+        };
+        if let Some(change) = unstarted {
+            // The turn never runs.
+            let after = self.persist(&run_id, change).await;
+            drop(running);
             self.finished(&run_id, after).await;
             return;
         }
@@ -171,6 +224,10 @@ impl Api {
             let _ = self.store.add_message(&message).await;
         }
         let change = match &outcome {
+            // The store went away: the run is the gateway's to end, not the person's.
+            TurnOutcome::Stopped if running.store_failed() => {
+                RunChange::Interrupt(STORE_FAILED_ERROR)
+            }
             // The executors answer in one piece: the reply is one delta, then the end.
             TurnOutcome::Reply(reply) => RunChange::Reply(reply),
             TurnOutcome::Failed(e) => RunChange::Fail(e),

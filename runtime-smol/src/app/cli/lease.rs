@@ -19,7 +19,7 @@ pub fn metadata(given: &str) -> Result<Value, UsageError> {
 }
 
 /// `connop lease hold`: takes the lease, prints its entry as one JSON line on stdout, waits
-/// until stdin reaches EOF or SIGINT/SIGTERM arrives, then releases it.
+/// until stdin reaches EOF or SIGINT/SIGTERM/SIGHUP arrives, then releases it.
 pub fn hold(home: &Path, session_id: &str, surface: &str, metadata: Value) -> Result<(), AppError> {
     let lease = try_acquire(home, session_id, surface, metadata, 0)?;
     // Watch signals before the lease is announced, so one sent right after the line is caught.

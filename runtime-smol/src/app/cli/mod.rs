@@ -53,11 +53,14 @@ pub fn tick(value: f64) -> Result<Duration, UsageError> {
     Ok(tick)
 }
 
-/// SIGINT and SIGTERM, watched from now on. A command watches them before it announces
-/// anything (a `listening` line, a lease): a signal sent by whoever read that line is then
-/// caught, and no burst of accepted connections can take the descriptor watching needs.
+/// SIGINT, SIGTERM and SIGHUP, watched from now on: each ends a server (or a held lease) the
+/// same way, settling what is open and exiting 0. SIGHUP's default would kill the process
+/// with nothing settled: a waiting tool call unanswered, agent commands left running. A
+/// command watches them before it announces anything (a `listening` line, a lease): a
+/// signal sent by whoever read that line is then caught, and no burst of accepted
+/// connections can take the descriptor watching needs.
 pub fn watch_signals() -> Result<Signals, EnvironmentError> {
-    watch(&[Signal::Term, Signal::Int])
+    watch(&[Signal::Term, Signal::Int, Signal::Hup])
 }
 
 /// `signals`, watched from now on (a command a person runs at a terminal adds SIGHUP).

@@ -6,9 +6,17 @@
 //! `*.session.chat.queued`. The second answer means the message WAS delivered, so it is
 //! reported as such (and the sender is told not to resend) instead of as an empty reply.
 //!
+//! The peer's sessions are read a page at a time (`next_cursor`), keeping only the best Bot
+//! Chat so far, so a peer with many sessions costs requests, not memory; a peer that answers
+//! one list without a cursor is read in one request.
+//!
+//! What the peer sent is printed with its control characters escaped
+//! ([`escape_controls`]): a reply keeps its lines, everything else is one line.
+//!
 //! This is a one-shot command, so it uses isahc's blocking API with one client per call.
 
 use crate::app::error::{AppError, EnvironmentError, UpstreamError, UsageError};
+use crate::app::escape::{Lines, escape_controls};
 use connop_blocking::http::HttpError;
 use isahc::HttpClient;
 use isahc::config::Configurable;
@@ -31,6 +39,10 @@ pub const MAX_PEER_ANSWER: u64 = 4 << 20;
 
 /// The longest slice of an unexpected body quoted in an error, so stderr stays readable.
 const BODY_EXCERPT_CHARS: usize = 200;
+
+/// The most pages of a peer's session list read while looking for its Bot Chat; past them
+/// the best one found so far is used (or a new one made).
+const MAX_SESSION_PAGES: usize = 10_000;
 
 /// The arguments of `connop peer dm`, kept apart from clap so the command can be run (and
 /// tested) without parsing a command line.
@@ -110,7 +122,7 @@ fn completion_output(
     } else if reply.is_empty() {
         "(no reply)".to_owned()
     } else {
-        reply.to_owned()
+        escape_controls(reply, Lines::Many).into_owned()
     }
 }
 
@@ -132,12 +144,13 @@ fn queued_output(
         })
         .to_string()
     } else {
-        format!(
+        let sentence = format!(
             "Peer '{}' has its Bot Chat open, so the message went into that chat (session \
              {session_id}) and is answered there. The reply cannot come back on this call. \
              Do NOT resend.",
             options.peer
-        )
+        );
+        escape_controls(&sentence, Lines::One).into_owned()
     }
 }
 
@@ -205,19 +218,33 @@ impl<'a> Peer<'a> {
         })
     }
 
-    /// The id of the peer's newest `Bot Chat` session, created when there is none.
+    /// The id of the peer's newest `Bot Chat` session, created when there is none. The list
+    /// is read page by page; only the best Bot Chat so far is kept.
     fn ensure_bot_chat(&self) -> Result<String, AppError> {
         let step = "GET /api/sessions";
-        let (status, body) = self.send("GET", "/api/sessions", None)?;
-        let listing = expect_success(step, status, &body)?;
-        let sessions = listing.get("sessions").and_then(Value::as_array).ok_or(
-            UpstreamError::PeerIncomplete {
-                step,
-                missing: "a `sessions` list",
-            },
-        )?;
-        if let Some(id) = newest_bot_chat(sessions) {
-            return Ok(id.to_owned());
+        let mut best: Option<(f64, String)> = None;
+        let mut path = "/api/sessions".to_owned();
+        for _ in 0..MAX_SESSION_PAGES {
+            let (status, body) = self.send("GET", &path, None)?;
+            let listing = expect_success(step, status, &body)?;
+            let sessions = listing.get("sessions").and_then(Value::as_array).ok_or(
+                UpstreamError::PeerIncomplete {
+                    step,
+                    missing: "a `sessions` list",
+                },
+            )?;
+            if let Some((created, id)) = newest_bot_chat(sessions) {
+                if best.as_ref().is_none_or(|(b, _)| created >= *b) {
+                    best = Some((created, id.to_owned()));
+                }
+            }
+            match str_field(&listing, "next_cursor") {
+                Some(cursor) => path = format!("/api/sessions?cursor={}", path_segment(cursor)),
+                None => break,
+            }
+        }
+        if let Some((_, id)) = best {
+            return Ok(id);
         }
         let step = "POST /api/sessions";
         let request = json!({ "title": BOT_CHAT_TITLE });
@@ -324,9 +351,9 @@ fn expect_success(step: &'static str, status: u16, body: &[u8]) -> Result<Value,
     })
 }
 
-/// The id of the newest session titled exactly `Bot Chat` (by `created_at`; on a tie the
-/// later one in the list), skipping entries without a usable id.
-fn newest_bot_chat(sessions: &[Value]) -> Option<&str> {
+/// The newest session titled exactly `Bot Chat` (by `created_at`; on a tie the later one in
+/// the list), with its `created_at`, skipping entries without a usable id.
+fn newest_bot_chat(sessions: &[Value]) -> Option<(f64, &str)> {
     let mut newest: Option<(f64, &str)> = None;
     for session in sessions {
         if session.get("title").and_then(Value::as_str) != Some(BOT_CHAT_TITLE) {
@@ -343,7 +370,7 @@ fn newest_bot_chat(sessions: &[Value]) -> Option<&str> {
             newest = Some((created, id));
         }
     }
-    newest.map(|(_, id)| id)
+    newest
 }
 
 #[cfg(test)]
@@ -359,7 +386,7 @@ mod tests {
             json!({"session_id": "d", "title": "bot chat", "created_at": 99}),
             json!({"session_id": "e", "title": "Bot Chat", "created_at": 1}),
         ];
-        assert_eq!(newest_bot_chat(&sessions), Some("c"));
+        assert_eq!(newest_bot_chat(&sessions), Some((9.5, "c")));
         assert_eq!(newest_bot_chat(&sessions[3..4]), None);
     }
 

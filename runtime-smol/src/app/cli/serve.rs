@@ -74,7 +74,7 @@ fn loopback(addr: &SocketAddr) -> bool {
     addr.ip().to_canonical().is_loopback()
 }
 
-/// Serves until SIGINT, SIGTERM (`signals`, watched by the caller before it announced
+/// Serves until SIGINT, SIGTERM, SIGHUP (`signals`, watched by the caller before it announced
 /// anything: see [`watch_signals`](super::watch_signals)), or EOF of stdin when stdio is a
 /// transport; then settles every open operation `interrupt`, answers every pending manage,
 /// ends the active runs, and returns (within a second).

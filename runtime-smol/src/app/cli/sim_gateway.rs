@@ -1,11 +1,12 @@
-//! `connop sim-gateway`: the simulated tool gateway on its own, until SIGINT or SIGTERM.
+//! `connop sim-gateway`: the simulated tool gateway on its own, until SIGINT, SIGTERM or
+//! SIGHUP.
 
 use super::watch_signals;
 use crate::app::error::{AppError, EnvironmentError};
 use crate::app::sim_gateway::{SimOptions, SimServer};
 use futures_lite::StreamExt;
 
-/// Runs the simulated tool gateway until SIGINT or SIGTERM.
+/// Runs the simulated tool gateway until SIGINT, SIGTERM or SIGHUP.
 pub fn run_sim_tool_gateway(options: SimOptions) -> Result<(), AppError> {
     smol::block_on(async move {
         // Before the `listening` line: a signal sent right after it is caught.

@@ -97,7 +97,7 @@ fn postgres() -> Subject {
         let mut options = PgOptions::from_url(&with_database(&admin, &name)).unwrap();
         options.replica_id = Some("contract".into());
         let signals = Arc::new(RunSignals::default());
-        let store = PgStore::open(&options, signals.clone(), 0, t(0))
+        let store = PgStore::open(&options, signals.clone(), Arc::default(), 0, t(0))
             .await
             .expect("the PostgreSQL store opens");
         Subject {
@@ -191,7 +191,7 @@ both_stores! {
         assert!(store.create_session(&session("b", 2.0)).await.unwrap());
         assert!(store.create_session(&session("a", 1.0)).await.unwrap());
         assert!(!store.create_session(&session("a", 3.0)).await.unwrap(), "the id exists");
-        let listed: Vec<String> = store.sessions().await.unwrap().into_iter().map(|r| r.session_id).collect();
+        let listed: Vec<String> = store.sessions(None, 10).await.unwrap().rows.into_iter().map(|r| r.session_id).collect();
         assert_eq!(listed, ["a", "b"], "oldest first");
         assert_eq!(store.session("a").await.unwrap(), Some(session("a", 1.0)));
         assert_eq!(store.session("nobody").await.unwrap(), None);
@@ -277,7 +277,7 @@ both_stores! {
         let other = first("{\"input\":\"ping\"}", "run_two");
         assert_eq!(start(store, &two, Some(("k1", &other))).await, Started::Taken(answer.clone()));
         assert!(store.run("run_two").await.unwrap().is_none(), "nothing else was written");
-        assert_eq!(store.sessions().await.unwrap().len(), 1);
+        assert_eq!(store.sessions(None, 10).await.unwrap().rows.len(), 1);
         let refusal = FirstAnswer { body: "{".into(), status: 400, answer: json!({"error": {"code": "invalid_json"}}) };
         let keyed = Keyed { key: "k1", first: &refusal, now: t(2) };
         assert_eq!(store.remember(&keyed).await.unwrap(), Some(answer.clone()));
@@ -300,7 +300,7 @@ both_stores! {
             author: None,
             key: Some(Keyed { key: "once", first: answer, now: t(1) }),
         }).collect();
-        join_all((0..8).map(|_| store.sessions()).collect()).await;
+        join_all((0..8).map(|_| store.sessions(None, 1)).collect()).await;
         let pending = starts.iter().map(|s| store.start_run(s)).collect();
         let outcomes: Vec<Started> = join_all(pending).await.into_iter().map(|o| o.unwrap()).collect();
         let winners = outcomes.iter().filter(|o| matches!(o, Started::Run(_))).count();
@@ -310,5 +310,83 @@ both_stores! {
             stored += usize::from(store.run(run.run_id()).await.unwrap().is_some());
         }
         assert_eq!(stored, 1);
+    }
+
+    fn sessions_are_listed_a_page_at_a_time_in_order(s: &Subject) {
+        let store = &*s.store;
+        // Two share a creation time: their order is the order they were made in.
+        let times = [3.0, 1.0, 2.0, 2.0, 5.0, 4.0, 6.0];
+        for (i, created_at) in times.iter().enumerate() {
+            assert!(store.create_session(&session(&format!("s{i}"), *created_at)).await.unwrap());
+        }
+        let mut seen = Vec::new();
+        let mut after = None;
+        let mut pages = 0;
+        loop {
+            let page = store.sessions(after.as_ref(), 3).await.unwrap();
+            assert!(page.rows.len() <= 3);
+            pages += 1;
+            seen.extend(page.rows.into_iter().map(|r| r.session_id));
+            match page.next {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+        }
+        assert_eq!(seen, ["s1", "s2", "s3", "s0", "s5", "s4", "s6"]);
+        assert_eq!(pages, 3);
+        let exact = store.sessions(None, 7).await.unwrap();
+        assert_eq!((exact.rows.len(), exact.next), (7, None), "no empty page after the last");
+        let cursor = SessionCursor::parse(&store.sessions(None, 6).await.unwrap().next.unwrap().encode()).unwrap();
+        let last = store.sessions(Some(&cursor), 6).await.unwrap();
+        assert_eq!(last.rows.iter().map(|r| r.session_id.as_str()).collect::<Vec<_>>(), ["s6"]);
+    }
+
+    fn a_turn_gets_a_bounded_window_of_the_latest_history(s: &Subject) {
+        let store = &*s.store;
+        let message = |content: &'static str| NewMessage { session_id: "long", role: "user", content, author: None, now: t(2) };
+        let count = HISTORY_MESSAGES as usize + 20;
+        let texts: Vec<String> = (0..count).map(|i| format!("m{i}")).collect();
+        for text in &texts {
+            let text: &'static str = Box::leak(text.clone().into_boxed_str());
+            store.add_message(&message(text)).await.unwrap();
+        }
+        let history = store.begin_turn(&message("now")).await.unwrap();
+        let got: Vec<&str> = history.iter().map(|m| m.content.as_str()).collect();
+        let want: Vec<&str> = texts[count - HISTORY_MESSAGES as usize..].iter().map(String::as_str).collect();
+        assert_eq!(got, want, "the latest {HISTORY_MESSAGES}, oldest first");
+
+        // By size: three messages of 40% of the budget each; the latest two fit.
+        let big = |c: char| -> &'static str {
+            Box::leak(c.to_string().repeat((HISTORY_BYTES as usize) * 2 / 5).into_boxed_str())
+        };
+        let large = |content| NewMessage { session_id: "large", ..message(content) };
+        for c in ['a', 'b', 'c'] {
+            store.add_message(&large(big(c))).await.unwrap();
+        }
+        let history = store.begin_turn(&large("now")).await.unwrap();
+        let firsts: Vec<char> = history.iter().filter_map(|m| m.content.chars().next()).collect();
+        assert_eq!(firsts, ['b', 'c']);
+        let run = queued("run_window", "large");
+        match start(store, &run, None).await {
+            Started::Run(history) => {
+                let firsts: Vec<char> = history.iter().filter_map(|m| m.content.chars().next()).collect();
+                assert_eq!(firsts, ['b', 'c', 'n'], "a run's turn gets the same window");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn active_runs_are_the_unsettled_ones_and_a_ping_answers(s: &Subject) {
+        let store = &*s.store;
+        store.ping().await.unwrap();
+        for id in ["run_q", "run_r", "run_done"] {
+            start(store, &queued(id, "s"), None).await;
+        }
+        store.apply("run_r", RunChange::Start, t(2)).await.unwrap();
+        store.apply("run_done", RunChange::Start, t(2)).await.unwrap();
+        store.apply("run_done", RunChange::Reply("x"), t(3)).await.unwrap();
+        let mut active = store.active_runs().await.unwrap();
+        active.sort();
+        assert_eq!(active, ["run_q", "run_r"]);
     }
 }

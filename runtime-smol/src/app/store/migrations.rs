@@ -15,7 +15,8 @@ pub(super) struct Migration {
 
 /// SQLite. Version 1 is the schema of the first release (created by `IF NOT EXISTS`, so a
 /// database from before versioning is at version 1 after it); version 2 keeps run events and
-/// idempotency keys, and gives every terminal run of before its terminal event back.
+/// idempotency keys, and gives every terminal run of before its terminal event back; version
+/// 3 indexes sessions by creation time, for listing them a page at a time.
 pub(super) const SQLITE: &[Migration] = &[
     Migration {
         version: 1,
@@ -57,6 +58,12 @@ pub(super) const SQLITE: &[Migration] = &[
                      AND status IN ('completed', 'failed', 'cancelled', 'interrupted');
              UPDATE runs SET events = 1 WHERE last_event IS NOT NULL
                  AND status IN ('completed', 'failed', 'cancelled', 'interrupted');",
+    },
+    Migration {
+        version: 3,
+        name: "sessions in order of creation",
+        // The rowid is part of every index entry: the index serves (created_at, rowid).
+        sql: "CREATE INDEX sessions_order ON sessions (created_at);",
     },
 ];
 
@@ -112,6 +119,6 @@ mod tests {
                 assert_eq!(migration.version, i as i64 + 1, "{}", migration.name);
             }
         }
-        assert_eq!(newest(SQLITE), 2);
+        assert_eq!(newest(SQLITE), 3);
     }
 }

@@ -2,18 +2,29 @@
 //! waits here, and re-reads the store when woken), and the stop switches of the runs whose
 //! turns run here. A store wakes watchers after it wrote a change; PostgreSQL's listener also
 //! wakes them for changes other replicas wrote, and flips a switch for a stop that arrived on
-//! another replica.
+//! another replica. When the store goes away, every turn running here is stopped with a mark
+//! saying so: its run then ends `interrupted` with
+//! [`STORE_FAILED_ERROR`](connop_core::run::STORE_FAILED_ERROR) once the store is back, not
+//! `cancelled` as by a person's stop.
 
 use crate::app::sync::Switch;
 use event_listener::{Event, EventListener};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Watchers and stop switches, by run id.
 #[derive(Default)]
 pub struct RunSignals {
     watched: Mutex<HashMap<String, Arc<Event>>>,
-    running: Mutex<HashMap<String, Arc<Switch>>>,
+    running: Mutex<HashMap<String, Arc<Stop>>>,
+}
+
+/// A turn's stop switch, and whether the store's failure flipped it.
+#[derive(Default)]
+struct Stop {
+    switch: Switch,
+    store_failed: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -50,7 +61,7 @@ impl RunSignals {
 
     /// The turn of `run_id` runs here until the guard drops; its switch is flipped by a stop.
     pub fn run_here(self: &Arc<Self>, run_id: &str) -> Running {
-        let stop = Arc::new(Switch::default());
+        let stop = Arc::new(Stop::default());
         lock(&self.running).insert(run_id.to_owned(), stop.clone());
         Running {
             signals: self.clone(),
@@ -63,16 +74,31 @@ impl RunSignals {
     pub fn stop_here(&self, run_id: &str) -> bool {
         match lock(&self.running).get(run_id) {
             Some(stop) => {
-                stop.flip();
+                stop.switch.flip();
                 true
             }
             None => false,
         }
     }
 
+    /// The store went away: stops every turn running here, marked so; answers their runs.
+    pub fn store_failed(&self) -> Vec<String> {
+        let running = lock(&self.running);
+        for stop in running.values() {
+            stop.store_failed.store(true, Ordering::Release);
+            stop.switch.flip();
+        }
+        running.keys().cloned().collect()
+    }
+
     /// The runs whose turns run here.
     pub fn running_here(&self) -> Vec<String> {
         lock(&self.running).keys().cloned().collect()
+    }
+
+    /// Whether the turn of `run_id` runs here (or its end is still to be stored).
+    pub fn is_running_here(&self, run_id: &str) -> bool {
+        lock(&self.running).contains_key(run_id)
     }
 }
 
@@ -105,13 +131,18 @@ impl Drop for Watch {
 pub struct Running {
     signals: Arc<RunSignals>,
     run_id: String,
-    stop: Arc<Switch>,
+    stop: Arc<Stop>,
 }
 
 impl Running {
-    /// Completes once the run is stopped (or the gateway shuts down).
+    /// Completes once the run is stopped (or the gateway shuts down, or the store went away).
     pub async fn stopped(&self) {
-        self.stop.wait().await
+        self.stop.switch.wait().await
+    }
+
+    /// Whether the store's failure stopped the turn.
+    pub fn store_failed(&self) -> bool {
+        self.stop.store_failed.load(Ordering::Acquire)
     }
 }
 
@@ -153,7 +184,24 @@ mod tests {
         assert_eq!(signals.running_here(), ["run_a"]);
         assert!(signals.stop_here("run_a"));
         smol::block_on(running.stopped());
+        assert!(!running.store_failed(), "a person's stop");
         drop(running);
         assert!(signals.running_here().is_empty());
+    }
+
+    #[test]
+    fn the_store_failing_stops_every_turn_here_marked_so() {
+        let signals = Arc::new(RunSignals::default());
+        let (a, b) = (signals.run_here("run_a"), signals.run_here("run_b"));
+        let mut stopped = signals.store_failed();
+        stopped.sort();
+        assert_eq!(stopped, ["run_a", "run_b"]);
+        for running in [&a, &b] {
+            smol::block_on(running.stopped());
+            assert!(running.store_failed());
+        }
+        assert!(signals.is_running_here("run_a"));
+        drop(a);
+        assert!(!signals.is_running_here("run_a"));
     }
 }

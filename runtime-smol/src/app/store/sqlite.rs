@@ -12,8 +12,9 @@
 
 use super::migrations::{SQLITE, newest};
 use super::{
-    FirstAnswer, Keyed, Message, NewMessage, NewRun, RunSignals, SessionRow, Started, Store,
-    StoreError, StoreFuture, stored_answer, stored_count, stored_event, stored_time,
+    FirstAnswer, HISTORY_BYTES, HISTORY_MESSAGES, Keyed, Message, NewMessage, NewRun, RunSignals,
+    SessionCursor, SessionPage, SessionRow, Started, Store, StoreError, StoreFuture, stored_answer,
+    stored_count, stored_event, stored_time,
 };
 use connop_core::run::{
     Applied, IDEMPOTENCY_TTL, RESTART_ERROR, Run, RunChange, RunEvent, RunRecord, RunStatus,
@@ -267,10 +268,19 @@ fn write_run(db: &Transaction<'_>, run: &Run, events: &[RunEvent]) -> Result<(),
     Ok(())
 }
 
+/// The latest messages of a session, oldest first: [`HISTORY_MESSAGES`] at most, whose texts
+/// add up to [`HISTORY_BYTES`] at most.
 fn history(db: &Connection, session_id: &str) -> Result<Vec<Message>, StoreError> {
-    let mut statement =
-        db.prepare_cached("SELECT role, content FROM messages WHERE session_id = ?1 ORDER BY id")?;
-    let rows = statement.query_map(params![session_id], |r| {
+    let mut statement = db.prepare_cached(
+        "SELECT role, content FROM (
+             SELECT id, role, content,
+                 sum(length(CAST(content AS BLOB))) OVER (ORDER BY id DESC) AS upto
+             FROM (SELECT id, role, content FROM messages WHERE session_id = ?1
+                   ORDER BY id DESC LIMIT ?2))
+         WHERE upto <= ?3 ORDER BY id",
+    )?;
+    let budget = i64::try_from(HISTORY_BYTES).unwrap_or(i64::MAX);
+    let rows = statement.query_map(params![session_id, HISTORY_MESSAGES, budget], |r| {
         Ok(Message {
             role: r.get(0)?,
             content: r.get(1)?,
@@ -341,14 +351,37 @@ fn done<'a, T: Send + 'a>(result: Result<T, StoreError>) -> StoreFuture<'a, T> {
 }
 
 impl Store for SqliteStore {
-    fn sessions(&self) -> StoreFuture<'_, Vec<SessionRow>> {
+    fn sessions<'a>(
+        &'a self,
+        after: Option<&'a SessionCursor>,
+        limit: u32,
+    ) -> StoreFuture<'a, SessionPage> {
         done((|| {
             let db = self.db();
-            let mut statement = db.prepare_cached(
-                "SELECT session_id, title, source, created_at FROM sessions ORDER BY created_at, rowid",
-            )?;
-            let rows = statement.query_map([], session_row)?;
-            Ok(rows.collect::<Result<_, _>>()?)
+            let with_position = |r: &rusqlite::Row<'_>| Ok((session_row(r)?, r.get(4)?));
+            // One more than asked: whether there is a next page.
+            let read = i64::from(limit) + 1;
+            let rows: Vec<(SessionRow, i64)> = match after {
+                None => db
+                    .prepare_cached(
+                        "SELECT session_id, title, source, created_at, rowid FROM sessions
+                         ORDER BY created_at, rowid LIMIT ?1",
+                    )?
+                    .query_map(params![read], with_position)?
+                    .collect::<Result<_, _>>()?,
+                Some(cursor) => db
+                    .prepare_cached(
+                        "SELECT session_id, title, source, created_at, rowid FROM sessions
+                         WHERE (created_at, rowid) > (?1, ?2)
+                         ORDER BY created_at, rowid LIMIT ?3",
+                    )?
+                    .query_map(
+                        params![cursor.created_at, cursor.position, read],
+                        with_position,
+                    )?
+                    .collect::<Result<_, _>>()?,
+            };
+            Ok(SessionPage::from_rows(rows, limit))
         })())
     }
 
@@ -497,6 +530,27 @@ impl Store for SqliteStore {
                 .prepare_cached("DELETE FROM idempotency_keys WHERE created_at < ?1")?
                 .execute(params![expiry(now)])?;
             Ok(gone as u64)
+        })())
+    }
+
+    fn ping(&self) -> StoreFuture<'_, ()> {
+        done((|| {
+            self.db()
+                .query_row("SELECT count(*) FROM sqlite_schema", [], |r| {
+                    r.get::<_, i64>(0)
+                })?;
+            Ok(())
+        })())
+    }
+
+    fn active_runs(&self) -> StoreFuture<'_, Vec<String>> {
+        done((|| {
+            let db = self.db();
+            let mut statement = db.prepare_cached(
+                "SELECT run_id FROM runs WHERE status IN ('queued', 'running', 'stopping')",
+            )?;
+            let ids = statement.query_map([], |r| r.get(0))?;
+            Ok(ids.collect::<Result<_, _>>()?)
         })())
     }
 

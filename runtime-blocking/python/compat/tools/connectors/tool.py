@@ -63,7 +63,7 @@ def manage_connections(
             args,
             session_key=session_id or "default",
             gateway=gateway,
-            surface=_client.session_platform() or "",
+            surface=connop.surface_of_platform(_client.session_platform() or ""),
             on_card=connection_callback,
             on_update=_frame if connection_callback is not None else None,
             tick=float(managed.WATCH_TICK_SECONDS),

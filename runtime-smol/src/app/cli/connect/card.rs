@@ -16,6 +16,7 @@
 //! The terminal itself is the small rest: [`RawMode`] (single keys, no echo, Ctrl-C as a byte),
 //! [`is_terminal`] and [`terminal_size`].
 
+use crate::app::escape::{Lines, escape_controls};
 use connop_core::card::CardAnswer;
 use connop_core::contract::{SettleReason, TargetState};
 use connop_core::flow::Event;
@@ -633,11 +634,10 @@ fn fit(s: &str, width: usize) -> String {
     out
 }
 
-/// Text from the tool gateway (names, details, links) with control characters (escape sequences, newlines) made harmless.
+/// Text from the tool gateway (names, details, links) with its control characters shown as
+/// escapes ([`escape_controls`]), on one line.
 fn clean(s: &str) -> String {
-    s.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect()
+    escape_controls(s, Lines::One).into_owned()
 }
 
 /// One plain line for an event, for when stderr is not a terminal (SPEC §8).
@@ -1281,11 +1281,11 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn names_are_capped_and_control_characters_are_harmless() {
-        let mut op = new_op(&["a-very-long-connector-name-indeed", "b"]);
+    fn names_are_capped_and_control_characters_are_shown_escaped() {
+        let mut op = new_op(&["a-very-long-connector-name-indeed", "b\u{1b}[31m"]);
         let frame = moved(
             &mut op,
-            "b",
+            "b\u{1b}[31m",
             TargetState::Failed,
             Actor::BackendWatcher,
             Patch::detail("bad\x1b[2Jthing\nhere"),
@@ -1294,10 +1294,19 @@ pub(crate) mod tests {
         let lines = model.render_plain(at(0), 80);
         assert_fits(&lines, 80);
         assert!(lines[1].starts_with("  1  a-very-long-con…  pending"));
-        assert!(lines[2].ends_with("bad [2Jthing here"), "{:?}", lines[2]);
+        assert!(lines[2].starts_with("  2  b\\x1b[31m  "), "{:?}", lines[2]);
+        assert!(
+            lines[2].ends_with("bad\\x1b[2Jthing\\nhere"),
+            "{:?}",
+            lines[2]
+        );
         assert!(lines.iter().all(|l| !l.chars().any(char::is_control)));
         let line = change_line(&frame).unwrap();
         assert!(!line.chars().any(char::is_control));
+        assert!(
+            line.starts_with("b\\x1b[31m: ") && line.ends_with("bad\\x1b[2Jthing\\nhere"),
+            "{line}"
+        );
     }
 
     #[test]

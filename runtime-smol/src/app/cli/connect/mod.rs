@@ -12,6 +12,7 @@ mod screen;
 
 use super::{choose_for_person, print_stdout, profile, watch};
 use crate::app::error::{AppError, UpstreamError};
+use crate::app::escape::{Lines, escape_controls};
 use crate::app::sync::random_hex;
 use crate::app::telemetry::manage_connections;
 use async_signal::Signal;
@@ -139,11 +140,15 @@ pub fn run_connectors(json: bool) -> Result<u8, AppError> {
         let raw: Vec<&Value> = rows.iter().map(|r| &r.raw).collect();
         json!({ "connectors": raw }).to_string()
     } else {
-        let width = rows.iter().map(|r| r.connector.chars().count()).max();
+        // Names and reasons are the tool gateway's: shown on one line, controls escaped.
+        let shown = |text: &str| escape_controls(text, Lines::One).into_owned();
+        let names: Vec<String> = rows.iter().map(|r| shown(&r.connector)).collect();
+        let width = names.iter().map(|n| n.chars().count()).max();
         let width = width.unwrap_or(0);
         let lines: Vec<String> = rows
             .iter()
-            .map(|row| {
+            .zip(&names)
+            .map(|(row, name)| {
                 let state = if row.connected {
                     "connected"
                 } else if !row.enabled {
@@ -151,14 +156,12 @@ pub fn run_connectors(json: bool) -> Result<u8, AppError> {
                 } else {
                     "not connected"
                 };
-                let mut line = format!("{:<width$}  {state}", row.connector);
+                let mut line = format!("{name:<width$}  {state}");
                 if let Some(reason) = row.status_reason.as_deref().filter(|_| !row.connected) {
                     line.push_str(": ");
-                    line.push_str(reason);
+                    line.push_str(&shown(reason));
                 }
-                line.chars()
-                    .map(|c| if c.is_control() { ' ' } else { c })
-                    .collect()
+                line
             })
             .collect();
         lines.join("\n")

@@ -4,6 +4,7 @@
 //! failed call so the error names what to fix instead of repeating the agent's wording.
 
 use crate::app::error::{UpstreamError, UsageError};
+use crate::app::escape::{Lines, escape_controls};
 use connop_core::operation::Text;
 use connop_core::tool::did_you_mean;
 use connop_core::tool_gateway::{
@@ -119,8 +120,8 @@ pub fn check_names(
 /// `last_live` is the state the card showed before the settle (settle writes
 /// `not_connected` over `failed` and `expired`), when the card saw one.
 pub fn summary_line(target: &Value, last_live: Option<&str>, name_width: usize) -> String {
-    let name = target["name"].as_str().unwrap_or("?");
-    let detail = target["detail"].as_str().unwrap_or("");
+    let name = shown(target["name"].as_str().unwrap_or("?"));
+    let detail = shown(target["detail"].as_str().unwrap_or(""));
     let state = target["state"].as_str().unwrap_or("");
     let outcome = match (state, last_live) {
         ("connected", _) => "connected".to_owned(),
@@ -132,13 +133,14 @@ pub fn summary_line(target: &Value, last_live: Option<&str>, name_width: usize) 
     let mut line = format!("{name:<name_width$}  {outcome}");
     if !detail.is_empty() && state != "connected" {
         line.push_str(": ");
-        line.push_str(detail);
+        line.push_str(&detail);
     }
-    line.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect::<String>()
-        .trim_end()
-        .to_owned()
+    line.trim_end().to_owned()
+}
+
+/// A tool gateway's text as the summary shows it: one line, its controls escaped.
+fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    escape_controls(text, Lines::One)
 }
 
 /// One summary line per target of a settled result.
@@ -149,7 +151,7 @@ pub fn summary(result: &Value, last_live: impl Fn(&str) -> Option<String>) -> Ve
         .unwrap_or(&[]);
     let width = targets
         .iter()
-        .map(|t| t["name"].as_str().unwrap_or("?").chars().count())
+        .map(|t| shown(t["name"].as_str().unwrap_or("?")).chars().count())
         .max()
         .unwrap_or(0);
     targets
@@ -294,6 +296,7 @@ mod tests {
             {"name": "slack", "state": "not_connected", "detail": "user denied access"},
             {"name": "linear", "state": "not_connected"},
             {"name": "github", "state": "not_connected", "detail": "x\ny"},
+            {"name": "gh\u{1b}[2J", "state": "connected"},
         ]});
         let live = |name: &str| match name {
             "slack" => Some("failed".to_owned()),
@@ -303,11 +306,12 @@ mod tests {
         assert_eq!(
             summary(&result, live),
             [
-                "gmail   connected",
-                "notion  skipped",
-                "slack   failed: user denied access",
-                "linear  not connected",
-                "github  not connected (the link expired): x y",
+                "gmail      connected",
+                "notion     skipped",
+                "slack      failed: user denied access",
+                "linear     not connected",
+                "github     not connected (the link expired): x\\ny",
+                "gh\\x1b[2J  connected",
             ]
         );
     }

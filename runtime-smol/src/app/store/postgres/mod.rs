@@ -21,12 +21,13 @@
 mod pool;
 mod replica;
 
-pub use pool::{Connected, Socket, connect};
+pub use pool::{CONNECT_TIMEOUT, Connected, QUERY_TIMEOUT, Socket, connect};
 
 use super::migrations::{POSTGRES, newest};
 use super::{
-    FirstAnswer, Keyed, Message, NewMessage, NewRun, RunSignals, SessionRow, Started, Store,
-    StoreError, StoreFuture, stored_answer, stored_count, stored_event, stored_time,
+    FirstAnswer, HISTORY_BYTES, HISTORY_MESSAGES, Health, Keyed, Message, NewMessage, NewRun,
+    RunSignals, SessionCursor, SessionPage, SessionRow, Started, Store, StoreError, StoreFuture,
+    stored_answer, stored_count, stored_event, stored_time,
 };
 use connop_core::run::{
     Applied, IDEMPOTENCY_TTL, RESTART_ERROR, Run, RunChange, RunEvent, RunRecord, RunStatus,
@@ -142,6 +143,8 @@ fn default_replica_id(http_port: u16) -> String {
 struct Shared {
     pool: Pool,
     signals: Arc<RunSignals>,
+    /// Where the listener and the heartbeat report a failed connection.
+    health: Arc<Health>,
     replica: String,
 }
 
@@ -158,6 +161,7 @@ impl PgStore {
     pub async fn open(
         options: &PgOptions,
         signals: Arc<RunSignals>,
+        health: Arc<Health>,
         http_port: u16,
         now: Timestamp,
     ) -> Result<Self, StoreError> {
@@ -175,6 +179,7 @@ impl PgStore {
         let shared = Arc::new(Shared {
             pool,
             signals,
+            health,
             replica,
         });
         let (listener, heartbeat) = replica::start(&shared).await?;
@@ -347,11 +352,19 @@ async fn read_run(db: &mut Pooled<'_>, run_id: &str) -> Result<Option<Run>, Stor
     })))
 }
 
+/// The latest messages of a session, oldest first: [`HISTORY_MESSAGES`] at most, whose texts
+/// add up to [`HISTORY_BYTES`] at most.
 async fn history(db: &mut Pooled<'_>, session_id: &str) -> Result<Vec<Message>, StoreError> {
+    let budget = i64::try_from(HISTORY_BYTES).unwrap_or(i64::MAX);
     let rows = db
         .query(
-            "SELECT role, content FROM messages WHERE session_id = $1 ORDER BY id",
-            &[&session_id],
+            "SELECT role, content FROM (
+                 SELECT id, role, content,
+                     sum(octet_length(content)) OVER (ORDER BY id DESC) AS upto
+                 FROM (SELECT id, role, content FROM messages WHERE session_id = $1
+                       ORDER BY id DESC LIMIT $2) AS latest) AS sized
+             WHERE upto <= $3 ORDER BY id",
+            &[&session_id, &i64::from(HISTORY_MESSAGES), &budget],
         )
         .await?;
     rows.iter()
@@ -423,6 +436,11 @@ async fn take_key(
     stored_answer(row.try_get(0)?, status.into(), &answer).map(Some)
 }
 
+/// A listed session and its position (the order of sessions created at the same time).
+fn listed_row(row: &Row) -> Result<(SessionRow, i64), StoreError> {
+    Ok((session_row(row)?, row.try_get(4)?))
+}
+
 fn session_row(row: &Row) -> Result<SessionRow, StoreError> {
     Ok(SessionRow {
         session_id: row.try_get(0)?,
@@ -433,16 +451,36 @@ fn session_row(row: &Row) -> Result<SessionRow, StoreError> {
 }
 
 impl Store for PgStore {
-    fn sessions(&self) -> StoreFuture<'_, Vec<SessionRow>> {
+    fn sessions<'a>(
+        &'a self,
+        after: Option<&'a SessionCursor>,
+        limit: u32,
+    ) -> StoreFuture<'a, SessionPage> {
         Box::pin(async move {
             let mut db = self.shared.pool.get().await?;
-            let rows = db
-                .query(
-                    "SELECT session_id, title, source, created_at FROM sessions ORDER BY created_at, position",
-                    &[],
-                )
-                .await?;
-            rows.iter().map(session_row).collect()
+            // One more than asked: whether there is a next page.
+            let read = i64::from(limit) + 1;
+            let rows = match after {
+                None => {
+                    db.query(
+                        "SELECT session_id, title, source, created_at, position FROM sessions
+                         ORDER BY created_at, position LIMIT $1",
+                        &[&read],
+                    )
+                    .await?
+                }
+                Some(cursor) => {
+                    db.query(
+                        "SELECT session_id, title, source, created_at, position FROM sessions
+                         WHERE (created_at, position) > ($1, $2)
+                         ORDER BY created_at, position LIMIT $3",
+                        &[&cursor.created_at, &cursor.position, &read],
+                    )
+                    .await?
+                }
+            };
+            let rows = rows.iter().map(listed_row).collect::<Result<_, _>>()?;
+            Ok(SessionPage::from_rows(rows, limit))
         })
     }
 
@@ -603,6 +641,41 @@ impl Store for PgStore {
                 &[&cutoff],
             )
             .await
+        })
+    }
+
+    fn ping(&self) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            // A connection of its own: the pool's may all be taken, or stuck.
+            let pool = &self.shared.pool;
+            let (client, connection) = connect(pool.config(), pool.target()).await?;
+            let driver = smol::spawn(async move {
+                let _ = connection.await;
+            });
+            let answered = pool::timed(pool.target(), client.simple_query("SELECT 1")).await;
+            drop(client);
+            match answered {
+                // Let it say goodbye to the server.
+                Ok(_) => driver.detach(),
+                // Cut off (the task dropped): the server may never answer.
+                Err(_) => drop(driver),
+            }
+            answered.map(drop)
+        })
+    }
+
+    fn active_runs(&self) -> StoreFuture<'_, Vec<String>> {
+        Box::pin(async move {
+            let mut db = self.shared.pool.get().await?;
+            let rows = db
+                .query(
+                    "SELECT run_id FROM runs WHERE status IN ('queued', 'running', 'stopping') AND replica = $1",
+                    &[&self.shared.replica],
+                )
+                .await?;
+            rows.iter()
+                .map(|r| r.try_get(0).map_err(StoreError::from))
+                .collect()
         })
     }
 

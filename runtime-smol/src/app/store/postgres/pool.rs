@@ -6,6 +6,11 @@
 //! protocol task runs on smol. The pool keeps up to `size` connections, made when first
 //! needed, each with the statements it prepared.
 //!
+//! Nothing waits on the server without a bound: a connection (socket and handshake) is made
+//! within [`CONNECT_TIMEOUT`] (or the URL's `connect_timeout`), a free pooled connection is
+//! waited for as long, and every statement is answered within [`QUERY_TIMEOUT`]. A
+//! connection whose statement ran out of time is closed, never pooled again.
+//!
 //! A connection's buffers keep the capacity of the largest message it ever carried (a run's
 //! output, an event's data), so a pool that kept every connection would hold its size times
 //! the largest payload for good. The socket counts the bytes it moves; a connection that moved
@@ -25,8 +30,13 @@ use tokio_postgres::tls::NoTlsStream;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config, Connection, NoTls, Row, Statement};
 
-/// How long a connection attempt may take when the URL says nothing (`connect_timeout`).
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a connection attempt (the socket and the handshake) may take when the URL says
+/// nothing (`connect_timeout`); also how long a free pooled connection is waited for.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long one statement may wait for the server's answer. Every statement of the store is
+/// small; one that takes longer finds a server that is away or stuck.
+pub const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Bytes a connection may move while taken and still go back to the pool: a bound on what
 /// an idle connection's buffers hold. Making a connection again costs a few milliseconds,
@@ -122,7 +132,9 @@ pub async fn connect(config: &Config, target: &str) -> Result<Connected, StoreEr
     Ok(connect_counted(config, target).await?.0)
 }
 
-/// [`connect`], and the count of the bytes its socket moves.
+/// [`connect`], and the count of the bytes its socket moves. The socket and the handshake
+/// together get the connect timeout: a server that accepts and never answers is given up
+/// on as one that refuses.
 async fn connect_counted(
     config: &Config,
     target: &str,
@@ -136,43 +148,55 @@ async fn connect_counted(
     let mut last = io::Error::new(io::ErrorKind::InvalidInput, "the URL names no host");
     for (i, host) in hosts.iter().enumerate() {
         let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
-        let socket = async {
-            match host {
+        let attempt = async {
+            let socket = match host {
                 Host::Tcp(name) => {
                     let stream = match config.get_hostaddrs().get(i) {
-                        Some(addr) => smol::net::TcpStream::connect((*addr, port)).await?,
-                        None => smol::net::TcpStream::connect((name.as_str(), port)).await?,
+                        Some(addr) => smol::net::TcpStream::connect((*addr, port)).await,
+                        None => smol::net::TcpStream::connect((name.as_str(), port)).await,
                     };
-                    stream.set_nodelay(true)?;
-                    Ok(Socket::new(Stream::Tcp(stream)))
+                    stream.and_then(|stream| {
+                        stream.set_nodelay(true)?;
+                        Ok(Socket::new(Stream::Tcp(stream)))
+                    })
                 }
                 Host::Unix(folder) => {
                     let path = folder.join(format!(".s.PGSQL.{port}"));
-                    Ok(Socket::new(Stream::Unix(
-                        smol::net::unix::UnixStream::connect(path).await?,
-                    )))
+                    smol::net::unix::UnixStream::connect(path)
+                        .await
+                        .map(|stream| Socket::new(Stream::Unix(stream)))
                 }
-            }
+            };
+            let socket = socket.map_err(Attempt::Socket)?;
+            let moved = socket.counter();
+            let connected = config
+                .connect_raw(socket, NoTls)
+                .await
+                .map_err(Attempt::Refused)?;
+            Ok((connected, moved))
         };
         let timed_out = async {
             smol::Timer::after(timeout).await;
-            Err(io::Error::new(
+            Err(Attempt::Socket(io::Error::new(
                 io::ErrorKind::TimedOut,
-                format!("no answer within {timeout:?}"),
-            ))
+                format!("no answer within {} s", timeout.as_secs_f64()),
+            )))
         };
-        match futures_lite::future::or(socket, timed_out).await {
-            Ok(socket) => {
-                let moved = socket.counter();
-                let connected = config.connect_raw(socket, NoTls).await.map_err(|source| {
-                    StoreError::Refused {
-                        target: target.to_owned(),
-                        source,
-                    }
-                })?;
-                return Ok((connected, moved));
+        match futures_lite::future::or(attempt, timed_out).await {
+            Ok(connected) => return Ok(connected),
+            Err(Attempt::Socket(e)) => last = e,
+            Err(Attempt::Refused(source)) => {
+                return Err(StoreError::Refused {
+                    target: target.to_owned(),
+                    user: config.get_user().unwrap_or("(user)").to_owned(),
+                    database: config
+                        .get_dbname()
+                        .or(config.get_user())
+                        .unwrap_or("(database)")
+                        .to_owned(),
+                    source,
+                });
             }
-            Err(e) => last = e,
         }
     }
     Err(StoreError::Unreachable {
@@ -181,26 +205,69 @@ async fn connect_counted(
     })
 }
 
-/// A pooled connection, the statements it prepared, and the bytes its socket moved.
+/// How one connection attempt failed: no socket (try the next host), or the server's no.
+enum Attempt {
+    Socket(io::Error),
+    Refused(tokio_postgres::Error),
+}
+
+/// `work`, unless it takes longer than `after`: then [`StoreError::Timeout`].
+pub(crate) async fn within<T>(
+    after: Duration,
+    target: &str,
+    what: &'static str,
+    work: impl std::future::Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    futures_lite::future::or(work, async {
+        smol::Timer::after(after).await;
+        Err(StoreError::Timeout {
+            target: target.to_owned(),
+            what,
+            after,
+        })
+    })
+    .await
+}
+
+/// A statement's answer within [`QUERY_TIMEOUT`].
+pub(crate) async fn timed<T>(
+    target: &str,
+    work: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+) -> Result<T, StoreError> {
+    within(QUERY_TIMEOUT, target, "a statement", async {
+        Ok(work.await?)
+    })
+    .await
+}
+
+/// A pooled connection, the statements it prepared, the bytes its socket moved, and the
+/// task that drives it. Dropped, it lets the connection end by itself (it says goodbye to
+/// the server once the client is gone); [`Conn::cut`] ends it at once.
 struct Conn {
     client: Client,
     statements: HashMap<&'static str, Statement>,
     moved: Arc<AtomicU64>,
+    driver: Option<smol::Task<()>>,
 }
 
 impl Conn {
     /// Connects, and drives the connection on smol until the client is dropped.
     async fn open(config: &Config, target: &str) -> Result<Self, StoreError> {
         let ((client, connection), moved) = connect_counted(config, target).await?;
-        smol::spawn(async move {
+        let driver = smol::spawn(async move {
             let _ = connection.await;
-        })
-        .detach();
+        });
         Ok(Conn {
             client,
             statements: HashMap::new(),
             moved,
+            driver: Some(driver),
         })
+    }
+
+    /// Closes the socket now, without waiting on a server that may never answer.
+    fn cut(mut self) {
+        drop(self.driver.take());
     }
 
     /// The bytes moved since the last call.
@@ -241,9 +308,17 @@ impl Pool {
         self.idle.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A connection, waiting for one while all are in use.
+    /// A connection, waiting for one while all are in use (at most the connect timeout).
     pub(crate) async fn get(&self) -> Result<Pooled<'_>, StoreError> {
-        let slot = self.slots.acquire().await;
+        let wait = self
+            .config
+            .get_connect_timeout()
+            .copied()
+            .unwrap_or(CONNECT_TIMEOUT);
+        let slot = within(wait, &self.target, "a free pooled connection", async {
+            Ok(self.slots.acquire().await)
+        })
+        .await?;
         let reused = loop {
             match self.idle().pop() {
                 Some(conn) if conn.client.is_closed() => continue,
@@ -260,6 +335,7 @@ impl Pool {
             pool: self,
             conn: Some(conn),
             in_transaction: false,
+            broken: false,
             _slot: slot,
         })
     }
@@ -267,11 +343,13 @@ impl Pool {
 
 /// A connection taken from the pool; back to it when dropped, unless it broke, was left
 /// inside a transaction (then it is closed, and the server rolls the transaction back) or
-/// moved more than [`RECYCLE_AFTER`] bytes (then it is closed, and its buffers freed).
+/// moved more than [`RECYCLE_AFTER`] bytes (then it is closed, and its buffers freed). One
+/// whose statement ran out of time is cut off at once: its server may never answer.
 pub(crate) struct Pooled<'a> {
     pool: &'a Pool,
     conn: Option<Conn>,
     in_transaction: bool,
+    broken: bool,
     _slot: smol::lock::SemaphoreGuard<'a>,
 }
 
@@ -282,13 +360,24 @@ impl Pooled<'_> {
             .expect("a pooled connection is only taken when dropped")
     }
 
+    /// Marks the connection broken when its statement ran out of time (its answer may still
+    /// come, to nobody).
+    fn note<T>(&mut self, answer: Result<T, StoreError>) -> Result<T, StoreError> {
+        if matches!(answer, Err(StoreError::Timeout { .. })) {
+            self.broken = true;
+        }
+        answer
+    }
+
     async fn statement(&mut self, sql: &'static str) -> Result<Statement, StoreError> {
+        let target = self.pool.target();
         let conn = self.conn();
         if let Some(statement) = conn.statements.get(sql) {
             return Ok(statement.clone());
         }
-        let statement = conn.client.prepare(sql).await?;
-        conn.statements.insert(sql, statement.clone());
+        let prepared = timed(target, conn.client.prepare(sql)).await;
+        let statement = self.note(prepared)?;
+        self.conn().statements.insert(sql, statement.clone());
         Ok(statement)
     }
 
@@ -299,7 +388,9 @@ impl Pooled<'_> {
         params: Params<'_>,
     ) -> Result<Vec<Row>, StoreError> {
         let statement = self.statement(sql).await?;
-        Ok(self.conn().client.query(&statement, params).await?)
+        let target = self.pool.target();
+        let answer = timed(target, self.conn().client.query(&statement, params)).await;
+        self.note(answer)
     }
 
     /// The one row of a statement, if any.
@@ -309,7 +400,9 @@ impl Pooled<'_> {
         params: Params<'_>,
     ) -> Result<Option<Row>, StoreError> {
         let statement = self.statement(sql).await?;
-        Ok(self.conn().client.query_opt(&statement, params).await?)
+        let target = self.pool.target();
+        let answer = timed(target, self.conn().client.query_opt(&statement, params)).await;
+        self.note(answer)
     }
 
     /// How many rows a statement changed.
@@ -319,12 +412,16 @@ impl Pooled<'_> {
         params: Params<'_>,
     ) -> Result<u64, StoreError> {
         let statement = self.statement(sql).await?;
-        Ok(self.conn().client.execute(&statement, params).await?)
+        let target = self.pool.target();
+        let answer = timed(target, self.conn().client.execute(&statement, params)).await;
+        self.note(answer)
     }
 
     /// Statements without parameters, unprepared.
     pub(crate) async fn batch(&mut self, sql: &str) -> Result<(), StoreError> {
-        Ok(self.conn().client.batch_execute(sql).await?)
+        let target = self.pool.target();
+        let answer = timed(target, self.conn().client.batch_execute(sql)).await;
+        self.note(answer)
     }
 
     /// Begins a transaction.
@@ -348,15 +445,27 @@ impl Pooled<'_> {
     }
 }
 
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if let Some(driver) = self.driver.take() {
+            driver.detach();
+        }
+    }
+}
+
 impl Drop for Pooled<'_> {
     fn drop(&mut self) {
-        if let Some(conn) = self.conn.take() {
-            let reusable = !self.in_transaction
-                && !conn.client.is_closed()
-                && conn.take_moved() <= RECYCLE_AFTER;
-            if reusable {
-                self.pool.idle().push(conn);
-            }
+        let Some(conn) = self.conn.take() else {
+            return;
+        };
+        if self.broken {
+            conn.cut();
+            return;
+        }
+        let reusable =
+            !self.in_transaction && !conn.client.is_closed() && conn.take_moved() <= RECYCLE_AFTER;
+        if reusable {
+            self.pool.idle().push(conn);
         }
     }
 }

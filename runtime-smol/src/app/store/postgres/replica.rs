@@ -12,7 +12,12 @@
 //!   heartbeat is older than [`REPLICA_DEAD_AFTER`] (or gone) and interrupts each with
 //!   [`REPLICA_LOST_ERROR`]. Survivors may race on a run; the compare-and-set of
 //!   [`Shared::apply`] lets exactly one write its terminal event.
+//!
+//! Every statement here is answered within [`QUERY_TIMEOUT`](super::QUERY_TIMEOUT), and a
+//! listening connection that breaks or a heartbeat that fails is reported to the store's
+//! [`Health`](crate::app::store::Health), which checks whether the database went away.
 
+use super::pool::timed;
 use super::{EVENTS_CHANNEL, REPLICA_LOCK, STOPS_CHANNEL, Shared, connect};
 use crate::app::store::StoreError;
 use connop_blocking::SystemClock;
@@ -57,7 +62,7 @@ pub(super) async fn start(
     };
     let beating: Arc<Mutex<Option<Arc<Client>>>> =
         Arc::new(Mutex::new(Some(listening.client.clone())));
-    beat(&listening.client, &shared.replica).await?;
+    beat(shared, &listening.client).await?;
     let listener = smol::spawn(keep_listening(shared.clone(), listening, beating.clone()));
     let heartbeat = smol::spawn(keep_beating(shared.clone(), beating));
     Ok((listener, heartbeat))
@@ -87,19 +92,21 @@ async fn listen(shared: &Arc<Shared>) -> Result<Listening, StoreError> {
         })
         .await
     });
-    let held: bool = client
-        .query_one(
+    let target = shared.pool.target();
+    let held: bool = timed(
+        target,
+        client.query_one(
             "SELECT pg_try_advisory_lock($1, hashtext($2))",
             &[&REPLICA_LOCK, &shared.replica],
-        )
-        .await?
-        .try_get(0)?;
+        ),
+    )
+    .await?
+    .try_get(0)?;
     if !held {
         return Err(StoreError::ReplicaInUse(shared.replica.clone()));
     }
-    client
-        .batch_execute(&format!("LISTEN {EVENTS_CHANNEL}; LISTEN {STOPS_CHANNEL}"))
-        .await?;
+    let listen = format!("LISTEN {EVENTS_CHANNEL}; LISTEN {STOPS_CHANNEL}");
+    timed(target, client.batch_execute(&listen)).await?;
     Ok(Listening {
         client: Arc::new(client),
         driver,
@@ -107,14 +114,16 @@ async fn listen(shared: &Arc<Shared>) -> Result<Listening, StoreError> {
 }
 
 /// Writes the heartbeat (the row is made again if a survivor took this replica for dead).
-async fn beat(client: &Client, replica: &str) -> Result<(), StoreError> {
-    client
-        .execute(
+async fn beat(shared: &Shared, client: &Client) -> Result<(), StoreError> {
+    timed(
+        shared.pool.target(),
+        client.execute(
             "INSERT INTO replicas (replica_id, heartbeat_at) VALUES ($1, clock_timestamp())
              ON CONFLICT (replica_id) DO UPDATE SET heartbeat_at = clock_timestamp()",
-            &[&replica],
-        )
-        .await?;
+            &[&shared.replica],
+        ),
+    )
+    .await?;
     Ok(())
 }
 
@@ -126,6 +135,13 @@ async fn keep_listening(
     loop {
         (&mut listening.driver).await;
         *beating.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        shared.health.failed(&StoreError::Unreachable {
+            target: shared.pool.target().to_owned(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::ConnectionAborted,
+                "the listening connection closed",
+            ),
+        });
         listening = loop {
             smol::Timer::after(RECONNECT_AFTER).await;
             if let Ok(again) = listen(&shared).await {
@@ -159,8 +175,14 @@ async fn keep_beating(shared: Arc<Shared>, beating: Arc<Mutex<Option<Arc<Client>
         let client = beating.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let Some(client) = client else { continue };
         since_beat += SWEEP_EVERY;
-        if since_beat >= HEARTBEAT_EVERY && beat(&client, &shared.replica).await.is_ok() {
-            since_beat = Duration::ZERO;
+        if since_beat >= HEARTBEAT_EVERY {
+            match beat(&shared, &client).await {
+                Ok(()) => since_beat = Duration::ZERO,
+                Err(error) => {
+                    shared.health.failed(&error);
+                    continue;
+                }
+            }
         }
         let _ = sweep(&shared, &client, &clock).await;
     }
@@ -169,15 +191,17 @@ async fn keep_beating(shared: Arc<Shared>, beating: Arc<Mutex<Option<Arc<Client>
 /// Interrupts every non-terminal run of a replica whose heartbeat is older than
 /// [`REPLICA_DEAD_AFTER`], or gone.
 async fn sweep(shared: &Shared, client: &Client, clock: &SystemClock) -> Result<(), StoreError> {
-    let rows = client
-        .query(
+    let rows = timed(
+        shared.pool.target(),
+        client.query(
             "SELECT run_id FROM runs r
              WHERE status IN ('queued', 'running', 'stopping') AND replica <> $1
                AND NOT EXISTS (SELECT 1 FROM replicas p WHERE p.replica_id = r.replica
                    AND p.heartbeat_at > clock_timestamp() - make_interval(secs => $2))",
             &[&shared.replica, &REPLICA_DEAD_AFTER.as_secs_f64()],
-        )
-        .await?;
+        ),
+    )
+    .await?;
     for row in rows {
         let run_id: String = row.try_get(0)?;
         shared

@@ -308,7 +308,11 @@ fn a_platform_name_is_a_surface_and_every_chat_platform_is_messaging() {
         ("Slack", "messaging"),
         ("messaging", "messaging"),
     ] {
-        assert_eq!(Surface::of_platform(platform).as_str(), surface, "{platform:?}");
+        assert_eq!(
+            Surface::of_platform(platform).as_str(),
+            surface,
+            "{platform:?}"
+        );
     }
     assert!(!Surface::of_platform("discord").has_card());
 }

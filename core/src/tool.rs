@@ -172,7 +172,7 @@ pub fn target_name(raw: &str) -> Result<Text, ArgError> {
     Ok(name.into())
 }
 
-/// Validates the tool's arguments in connop's own dialect (SPEC §5.1).
+/// Validates the tool's arguments (SPEC §5.1) in connop's own dialect.
 pub fn parse_args(args: &Value) -> Result<ToolArgs, ArgError> {
     parse_args_in(args, Dialect::Connop)
 }
@@ -231,7 +231,7 @@ fn parse_targets(value: Option<&Value>, dialect: Dialect) -> Result<Vec<Named>, 
     Ok(out)
 }
 
-/// Validates the tool's arguments (SPEC §5.1) in `dialect`, before any gateway call: the
+/// Validates the tool's arguments in `dialect`, before any gateway call: the
 /// targets first, then the action against them.
 pub fn parse_args_in(args: &Value, dialect: Dialect) -> Result<ToolArgs, ArgError> {
     let empty = serde_json::Map::new();

@@ -918,9 +918,9 @@ impl Flow {
         }
     }
 
-    /// The operation's result as a host reads it at any time (SPEC §3.2 plus): the live rows
-    /// while open, the frozen snapshot once settled, links and account ids included; a
-    /// settled result drops the card's instructions.
+    /// The operation's result as a host reads it at any time: the operation view's fields,
+    /// the live rows while open, the frozen snapshot once settled, links and account ids
+    /// included; a settled result drops the card's instructions.
     #[must_use]
     pub fn host_result(&self) -> Option<OperationResult> {
         self.view().map(OperationResult)

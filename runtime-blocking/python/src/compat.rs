@@ -45,9 +45,9 @@ pub fn contract_table(py: Python<'_>) -> PyResult<Py<PyAny>> {
     let edges: Value = Kind::ALL
         .iter()
         .flat_map(|&kind| {
-            contract::edges(kind)
-                .iter()
-                .map(move |(from, to, actor)| json!([kind.as_str(), from.as_str(), to.as_str(), actor.as_str()]))
+            contract::edges(kind).iter().map(move |(from, to, actor)| {
+                json!([kind.as_str(), from.as_str(), to.as_str(), actor.as_str()])
+            })
         })
         .collect();
     let resolved: Value = TargetState::ALL

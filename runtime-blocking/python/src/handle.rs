@@ -129,7 +129,7 @@ impl PyRegistry {
     /// reads it, and registers it when it wants (`Operation.register()`). Nothing settles it
     /// but the host: not every target resolving (`settle_if_all_resolved()`), not its
     /// deadline (recorded only). `targets` are names, `(name, kind, action)` tuples, or
-    /// `{"name", "kind"?, "action"?, "instructions"?}` mappings. `on_update` gets every
+    /// `{"name", "kind"?, "action"?, "instructions"?, "required_env"?}` mappings. `on_update` gets every
     /// change's update frame.
     #[pyo3(signature = (session_key, targets, *, deadline=300.0, tool_call_id=None, on_update=None))]
     fn detached(
@@ -140,14 +140,19 @@ impl PyRegistry {
         tool_call_id: Option<String>,
         on_update: Option<Py<PyAny>>,
     ) -> PyResult<PyOperation> {
-        let targets = host_targets(targets)?;
+        let (targets, envs) = host_targets(targets)?;
         let mut context: ToolContext<()> =
             ToolContext::new(self.inner.clone(), session_key, Arc::new(()));
         context.deadline = seconds(deadline, "deadline")?;
         context.surface = Surface::Unset;
         context.tool_call_id = tool_call_id.map(Into::into);
         context.events = on_update.map(|update| events(None, Some(update), None));
-        Ok(PyOperation::from(context.detached(targets)))
+        let op = context.detached(targets);
+        for (name, env) in envs {
+            op.set_required_env(&name, Some(env))
+                .map_err(caller_error)?;
+        }
+        Ok(PyOperation::from(op))
     }
 
     /// The same entries seen from another profile (its sessions; operations registered
@@ -215,13 +220,18 @@ fn parse_targets(targets: &Bound<'_, PyAny>) -> PyResult<Vec<Target>> {
     Ok(out)
 }
 
+/// What local MCP servers need from the environment, by target name.
+type RequiredEnvs = Vec<(Text, Value)>;
+
 /// The targets of a host's detached operation: what [`parse_targets`] takes, or mappings
-/// with the card's instructions.
-fn host_targets(targets: &Bound<'_, PyAny>) -> PyResult<Vec<Target>> {
+/// with the card's instructions and a local MCP server's `required_env` (returned apart,
+/// by target name).
+fn host_targets(targets: &Bound<'_, PyAny>) -> PyResult<(Vec<Target>, RequiredEnvs)> {
     if targets.cast::<PyString>().is_ok() {
-        return parse_targets(targets);
+        return Ok((parse_targets(targets)?, Vec::new()));
     }
     let mut out: Vec<Target> = Vec::new();
+    let mut envs: RequiredEnvs = Vec::new();
     for item in targets.try_iter()? {
         let item = item?;
         let Ok(fields) = item.cast::<PyDict>() else {
@@ -249,6 +259,9 @@ fn host_targets(targets: &Bound<'_, PyAny>) -> PyResult<Vec<Target>> {
             Some(text) if !text.is_none() => Some(text.extract::<String>()?.into()),
             _ => None,
         };
+        if let Some(env) = field("required_env")?.filter(|e| !e.is_none()) {
+            envs.push((name.clone(), from_py(&env, "required_env")?));
+        }
         if !out.iter().any(|t| t.name == name) {
             out.push(Target {
                 name,
@@ -258,7 +271,7 @@ fn host_targets(targets: &Bound<'_, PyAny>) -> PyResult<Vec<Target>> {
             });
         }
     }
-    Ok(out)
+    Ok((out, envs))
 }
 
 /// A target's name as the tool's arguments take it: trimmed, lower-cased, not empty.
@@ -477,10 +490,12 @@ impl PyOperation {
     /// Replaces what a local MCP server's row needs from the environment (`None` clears
     /// it). No move: no frame, no `seq` bump.
     fn set_required_env(&self, name: &str, env: &Bound<'_, PyAny>) -> PyResult<()> {
-        let env = if env.is_none() { None } else { Some(from_py(env, "env")?) };
-        self.inner
-            .set_required_env(name, env)
-            .map_err(caller_error)
+        let env = if env.is_none() {
+            None
+        } else {
+            Some(from_py(env, "env")?)
+        };
+        self.inner.set_required_env(name, env).map_err(caller_error)
     }
 
     /// The session key it registers under.
@@ -499,11 +514,12 @@ impl PyOperation {
         match holding_gil(|| self.inner.register(profile)).map_err(caller_error)? {
             Ok(()) => Ok(()),
             Err(open) => {
-                let message = connop_core::registry::already_open_text(
-                    &self.inner.session_key(),
-                    open,
-                );
-                Err(OperationAlreadyOpen::new_err((message, open.as_str().to_owned())))
+                let message =
+                    connop_core::registry::already_open_text(&self.inner.session_key(), open);
+                Err(OperationAlreadyOpen::new_err((
+                    message,
+                    open.as_str().to_owned(),
+                )))
             }
         }
     }
@@ -516,8 +532,9 @@ impl PyOperation {
     fn observe(&self, gateway: &Bound<'_, PyAny>) -> PyResult<()> {
         let gateway = crate::gateway::PyGateway::new(gateway.clone().unbind());
         holding_gil(|| {
-            self.inner
-                .observe(&mut |call| connop_core::tool_gateway::BlockingToolGateway::call(&gateway, call))
+            self.inner.observe(&mut |call| {
+                connop_core::tool_gateway::BlockingToolGateway::call(&gateway, call)
+            })
         })
         .map_err(caller_error)
     }

@@ -43,11 +43,13 @@ impl BlockingToolGateway for TransportGateway {
                     "no connector gateway endpoint is configured".into(),
                 ));
             }
-            let origin: String = origin.extract().map_err(|_| {
-                GatewayError::Transport("the endpoint resolver gave no URL".into())
-            })?;
+            let origin: String = origin
+                .extract()
+                .map_err(|_| GatewayError::Transport("the endpoint resolver gave no URL".into()))?;
             let config = ClientConfig::with_host_credentials(origin);
-            Ok(Exchange::run(&config, call, |request| self.send(py, request)))
+            Ok(Exchange::run(&config, call, |request| {
+                self.send(py, request)
+            }))
         })
         .unwrap_or_else(|| {
             Err(GatewayError::Transport(
@@ -101,7 +103,11 @@ impl TransportGateway {
         let response = self
             .transport
             .bind(py)
-            .call_method("request", (request.method.as_str(), &request.url), Some(&kwargs))
+            .call_method(
+                "request",
+                (request.method.as_str(), &request.url),
+                Some(&kwargs),
+            )
             .map_err(|e| {
                 if e.is_instance_of::<PyTimeoutError>(py) {
                     TransportError::TimedOut
@@ -124,7 +130,10 @@ fn response_of(response: &Bound<'_, PyAny>) -> wire::Answer {
         .getattr("status_code")
         .and_then(|s| s.extract())
         .map_err(|_| bad("no HTTP status_code"))?;
-    let text = response.getattr("text").ok().filter(|t| t.is_instance_of::<PyString>());
+    let text = response
+        .getattr("text")
+        .ok()
+        .filter(|t| t.is_instance_of::<PyString>());
     let body = match text {
         Some(text) => text
             .extract::<String>()
@@ -275,10 +284,7 @@ fn text(value: &Option<connop_core::operation::Text>) -> Value {
 fn mint_row(row: &MintRow) -> Value {
     let mut out = Map::new();
     out.insert("connector".into(), Value::from(&*row.connector));
-    out.insert(
-        "status".into(),
-        Value::from(row.status.as_str()),
-    );
+    out.insert("status".into(), Value::from(row.status.as_str()));
     for (key, value) in [
         ("connect_url", &row.connect_url),
         ("connection_id", &row.connection_id),

@@ -186,3 +186,12 @@ def test_the_tool_runs_over_the_transport_client():
         gateway=_client(transport), surface="cli", registry=connop.Registry()))
     assert out["status"] == "initiated"
     assert out["targets"][0]["connect_url"] == "https://c/gmail"
+
+
+def test_a_target_made_with_its_environment_requirements_shows_them():
+    from tools.connectors import operation as op
+
+    operation = op.ConnectionOperation(
+        [op.Target("Linear", "mcp", "install", required_env=[{"name": "KEY", "required": True}])])
+    assert operation.target("linear").required_env == [{"name": "KEY", "required": True}]
+    assert operation.request_payload()["targets"][0]["required_env"][0]["name"] == "KEY"

@@ -34,15 +34,17 @@ class Target:
     and ``required_env`` may be set on it."""
 
     def __init__(self, name: str, kind: str = "connector", action: str = "connect", *,
-                 instructions: str = "", **_ignored: Any):
+                 instructions: str = "", required_env: Optional[List[Dict[str, Any]]] = None):
         self._spec = {"name": name, "kind": _wire(kind), "action": _wire(action),
                       "instructions": instructions or None}
+        self._required_env = required_env
         self._op: Optional[connop.Operation] = None
 
     @classmethod
     def _bound(cls, op: connop.Operation, name: str) -> "Target":
         target = cls.__new__(cls)
         target._spec = {"name": name}
+        target._required_env = None
         target._op = op
         return target
 
@@ -97,9 +99,9 @@ def _wire(member: Any) -> str:
 
 def _spec(target: Any) -> Dict[str, Any]:
     if isinstance(target, Target):
-        return dict(target._spec) if target._op is None else {"name": target.name,
-                                                                "kind": target.kind,
-                                                                "action": target.action}
+        if target._op is None:
+            return dict(target._spec, required_env=target._required_env)
+        return {"name": target.name, "kind": target.kind, "action": target.action}
     if isinstance(target, tuple):
         return dict(zip(("name", "kind", "action"), (_wire(t) for t in target)))
     return {"name": target}
@@ -127,10 +129,10 @@ class ConnectionOperation:
         replaces it to forward changes."""
 
     def __init__(self, targets: Iterable[Any], session_key: str = "",
-                 tool_call_id: Optional[str] = None, deadline: Optional[float] = None,
-                 **_ignored: Any):
+                 tool_call_id: Optional[str] = None, deadline: Optional[float] = None):
         from . import live
 
+        targets = list(targets)
         self.session_key = session_key
         self.tool_call_id = tool_call_id
         self.wake = threading.Event()

@@ -129,8 +129,8 @@ impl PyRegistry {
     /// reads it, and registers it when it wants (`Operation.register()`). Nothing settles it
     /// but the host: not every target resolving (`settle_if_all_resolved()`), not its
     /// deadline (recorded only). `targets` are names, `(name, kind, action)` tuples, or
-    /// `{"name", "kind"?, "action"?, "instructions"?, "required_env"?}` mappings. `on_update` gets every
-    /// change's update frame.
+    /// `{"name", "kind"?, "action"?, "instructions"?, "required_env"?}` mappings.
+    /// `on_update` gets every change's update frame.
     #[pyo3(signature = (session_key, targets, *, deadline=300.0, tool_call_id=None, on_update=None))]
     fn detached(
         &self,

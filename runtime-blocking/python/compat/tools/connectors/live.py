@@ -80,8 +80,9 @@ def open(operation: "_operation.ConnectionOperation") -> "_operation.ConnectionO
     """Registers the operation under its session key and the current context's profile;
     raises ``OperationAlreadyOpen`` while that session has an unsettled one (a settled
     leftover is replaced)."""
+    handle = operation if isinstance(operation, connop.Operation) else operation._handle
     try:
-        operation._handle.register(profile=_profile(hermes_constants.get_hermes_home()))
+        handle.register(profile=_profile(hermes_constants.get_hermes_home()))
     except connop.OperationAlreadyOpen as refused:
         message, open_id = refused.args[0], refused.args[1] if len(refused.args) > 1 else None
         existing = _objects.get(open_id) if open_id else None
@@ -91,7 +92,7 @@ def open(operation: "_operation.ConnectionOperation") -> "_operation.ConnectionO
 
 def close(operation: "_operation.ConnectionOperation") -> None:
     """Removes the session's entry if it is this operation; idempotent."""
-    operation._handle.close()
+    (operation if isinstance(operation, connop.Operation) else operation._handle).close()
 
 
 def open_new(targets: Iterable, session_key: str, deadline: Optional[float] = None) -> "_operation.ConnectionOperation":

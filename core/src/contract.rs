@@ -29,6 +29,17 @@ pub enum TargetState {
 }
 
 impl TargetState {
+    /// Every state, in the order of the contract's table.
+    pub const ALL: [TargetState; 7] = [
+        TargetState::Pending,
+        TargetState::Initiated,
+        TargetState::Connected,
+        TargetState::Skipped,
+        TargetState::Failed,
+        TargetState::Expired,
+        TargetState::NotConnected,
+    ];
+
     /// The wire name.
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -80,6 +91,9 @@ pub enum Actor {
 }
 
 impl Actor {
+    /// Every actor.
+    pub const ALL: [Actor; 3] = [Actor::User, Actor::BackendWatcher, Actor::Clock];
+
     /// The wire name.
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -107,6 +121,9 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Every kind the transition table has edges for.
+    pub const ALL: [Kind; 2] = [Kind::Connector, Kind::Mcp];
+
     /// The wire name.
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -122,7 +139,8 @@ impl fmt::Display for Kind {
     }
 }
 
-/// What the agent asked for a target.
+/// What the agent asked for a target. connop's tool asks `connect` and `reconnect` of hosted
+/// connectors; a host's own operations may carry the local MCP server actions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TargetAction {
@@ -130,14 +148,32 @@ pub enum TargetAction {
     Connect,
     /// Repair (or, with force, redo) an existing connection.
     Reconnect,
+    /// Install a local MCP server from the catalog.
+    Install,
+    /// Turn on a configured local MCP server.
+    Enable,
+    /// Authorize a configured local MCP server.
+    Authorize,
 }
 
 impl TargetAction {
+    /// Every action.
+    pub const ALL: [TargetAction; 5] = [
+        TargetAction::Connect,
+        TargetAction::Reconnect,
+        TargetAction::Install,
+        TargetAction::Enable,
+        TargetAction::Authorize,
+    ];
+
     /// The wire name.
     pub const fn as_str(self) -> &'static str {
         match self {
             TargetAction::Connect => "connect",
             TargetAction::Reconnect => "reconnect",
+            TargetAction::Install => "install",
+            TargetAction::Enable => "enable",
+            TargetAction::Authorize => "authorize",
         }
     }
 }
@@ -157,6 +193,14 @@ pub enum SettleReason {
 }
 
 impl SettleReason {
+    /// Every reason.
+    pub const ALL: [SettleReason; 4] = [
+        SettleReason::AllResolved,
+        SettleReason::Continue,
+        SettleReason::Deadline,
+        SettleReason::Interrupt,
+    ];
+
     /// The wire name.
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -236,15 +280,7 @@ pub fn is_legal(kind: Kind, from: TargetState, to: TargetState, actor: Actor) ->
 mod tests {
     use super::*;
 
-    const ALL: [TargetState; 7] = [
-        TargetState::Pending,
-        TargetState::Initiated,
-        TargetState::Connected,
-        TargetState::Skipped,
-        TargetState::Failed,
-        TargetState::Expired,
-        TargetState::NotConnected,
-    ];
+    const ALL: [TargetState; 7] = TargetState::ALL;
 
     #[test]
     fn nothing_leaves_a_final_state_and_nothing_returns_to_pending() {

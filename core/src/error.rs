@@ -28,6 +28,10 @@ pub enum CallerError {
     /// The tool call has no connection operation (a status call, refused arguments).
     #[error("this tool call has no connection operation")]
     NoOperation,
+    /// A registration asked of an operation the host did not make detached, or of one
+    /// already settled.
+    #[error("only an open operation made by its host registers on the host's request")]
+    NotDetached,
     /// A gateway reply of another kind than the call asked for: a runtime bug. The call is
     /// treated as answered with an invalid response so the flow never hangs on it.
     #[error("gateway call {call} expected a {expected} reply, got {got}")]

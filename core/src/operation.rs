@@ -7,6 +7,7 @@
 
 use crate::contract::{Actor, Kind, SettleReason, TargetAction, TargetState, allowed_actor};
 use crate::time::Timestamp;
+use serde_json::{Map, Value};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -71,15 +72,17 @@ impl serde::Serialize for OpId {
     }
 }
 
-/// What the agent asked for: `(name, kind, action)`.
+/// What the agent asked for: `(name, kind, action)`, and the card's text for the user.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Target {
     /// Lower-case slug, e.g. `gmail`.
     pub name: Text,
     /// Hosted connector or local MCP server.
     pub kind: Kind,
-    /// Connect or reconnect.
+    /// Connect or reconnect (or a local MCP server's action).
     pub action: TargetAction,
+    /// What the card tells the user to do for this target; a settled model result drops it.
+    pub instructions: Option<Text>,
 }
 
 impl Target {
@@ -89,8 +92,23 @@ impl Target {
             name: name.into(),
             kind: Kind::Connector,
             action,
+            instructions: None,
         }
     }
+}
+
+/// What few rows carry: the card's instructions, a local MCP server's environment
+/// requirements, and fields a host's move attached. Kept behind one pointer, so a connector
+/// row (which has none) stays small.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RowExtras {
+    /// The card's text for the user.
+    pub instructions: Option<Text>,
+    /// The environment a local MCP server needs (`[{"name", "prompt"?, "required"?, …}]`).
+    pub required_env: Option<Value>,
+    /// Fields a move attached (e.g. the `tools` of a connected MCP server), shown after the
+    /// row's own in its snapshot. The last move that carried any replaced them all.
+    pub extra: Map<String, Value>,
 }
 
 /// A target and where it stands.
@@ -110,10 +128,18 @@ pub struct TargetRow {
     pub connect_url: Option<Text>,
     /// The hosted account the watcher reads, once minted.
     pub connection_id: Option<Text>,
+    /// Instructions, MCP requirements and attached fields; `None` when the row has none.
+    pub extras: Option<Box<RowExtras>>,
 }
 
 impl TargetRow {
     fn new(target: Target) -> Self {
+        let extras = target.instructions.map(|instructions| {
+            Box::new(RowExtras {
+                instructions: Some(instructions),
+                ..RowExtras::default()
+            })
+        });
         TargetRow {
             name: target.name,
             kind: target.kind,
@@ -122,12 +148,32 @@ impl TargetRow {
             detail: None,
             connect_url: None,
             connection_id: None,
+            extras,
         }
     }
 
     /// The detail as text (`""` when there is none).
     pub fn detail_str(&self) -> &str {
         self.detail.as_deref().unwrap_or("")
+    }
+
+    /// The card's instructions, if any.
+    pub fn instructions(&self) -> Option<&str> {
+        self.extras.as_ref()?.instructions.as_deref()
+    }
+
+    /// The environment a local MCP server needs, if given.
+    pub fn required_env(&self) -> Option<&Value> {
+        self.extras.as_ref()?.required_env.as_ref()
+    }
+
+    /// The fields moves attached (empty when none).
+    pub fn extra(&self) -> Option<&Map<String, Value>> {
+        self.extras.as_ref().map(|e| &e.extra)
+    }
+
+    fn extras_mut(&mut self) -> &mut RowExtras {
+        self.extras.get_or_insert_with(Box::default)
     }
 }
 
@@ -141,6 +187,9 @@ pub struct Patch {
     pub connect_url: Option<Text>,
     /// A new account id.
     pub connection_id: Option<Text>,
+    /// Fields to attach to the row, replacing those a move attached before (a host's move of
+    /// a local MCP server carries its `tools`, say).
+    pub extra: Option<Box<Map<String, Value>>>,
 }
 
 impl Patch {
@@ -395,6 +444,23 @@ impl Operation {
         })
     }
 
+    /// Replaces what a local MCP server row says it needs from the environment. A host
+    /// writes it before the card shows; it is no move (no record, no `seq` bump), and a
+    /// settled operation's frozen snapshot keeps what it had.
+    pub fn set_required_env(
+        &mut self,
+        name: &str,
+        env: Option<Value>,
+    ) -> Result<(), TransitionError> {
+        let index = self
+            .index_of(name)
+            .ok_or_else(|| TransitionError::UnknownTarget {
+                name: name.to_owned(),
+            })?;
+        self.rows[index].extras_mut().required_env = env;
+        Ok(())
+    }
+
     /// Settles: the first call wins and returns true; every later call returns false and
     /// changes nothing.
     ///
@@ -429,6 +495,9 @@ fn apply_patch(row: &mut TargetRow, patch: Patch) {
     }
     if let Some(id) = patch.connection_id {
         row.connection_id = Some(id);
+    }
+    if let Some(extra) = patch.extra {
+        row.extras_mut().extra = *extra;
     }
 }
 
@@ -509,6 +578,7 @@ mod tests {
             connect_url: Some("https://x/1".into()),
             connection_id: Some("ca_1".into()),
             detail: None,
+            extra: None,
         };
         op.transition("gmail", Initiated, Actor::BackendWatcher, patch)
             .unwrap();

@@ -17,21 +17,44 @@ pub enum Links {
     Hidden,
     /// `connect_url` only (links-path model result).
     Url,
+    /// `connection_id` only (a card-path model result in the original's dialect).
+    Id,
     /// Both (operation view, update frames, card request).
     UrlAndId,
 }
 
-/// Serializes rows as target snapshots: `name, kind, action, state, [detail], [connect_url],
-/// [connection_id]`, optional keys only when non-empty.
+/// Serializes rows as target snapshots: `name, kind, action, state, [detail],
+/// [instructions], [connect_url], [connection_id], [required_env]`, then the fields a move
+/// attached; optional keys only when non-empty.
 pub struct Snapshots<'a> {
     rows: &'a [TargetRow],
     links: Links,
+    instructions: bool,
 }
 
 impl<'a> Snapshots<'a> {
-    /// Rows shown with the given links.
+    /// Rows shown with the given links and their instructions.
     pub fn new(rows: &'a [TargetRow], links: Links) -> Self {
-        Snapshots { rows, links }
+        Snapshots {
+            rows,
+            links,
+            instructions: true,
+        }
+    }
+
+    /// The same rows without the card's instructions (a settled result: the card is gone).
+    pub fn without_instructions(mut self) -> Self {
+        self.instructions = false;
+        self
+    }
+}
+
+/// One row as a target snapshot, with its links and instructions.
+pub fn target_snapshot(row: &TargetRow) -> impl Serialize + '_ {
+    Snapshot {
+        row,
+        links: Links::UrlAndId,
+        instructions: true,
     }
 }
 
@@ -42,6 +65,7 @@ impl Serialize for Snapshots<'_> {
             seq.serialize_element(&Snapshot {
                 row,
                 links: self.links,
+                instructions: self.instructions,
             })?;
         }
         seq.end()
@@ -51,6 +75,7 @@ impl Serialize for Snapshots<'_> {
 struct Snapshot<'a> {
     row: &'a TargetRow,
     links: Links,
+    instructions: bool,
 }
 
 impl Serialize for Snapshot<'_> {
@@ -64,14 +89,28 @@ impl Serialize for Snapshot<'_> {
         if let Some(detail) = non_empty(&row.detail) {
             map.serialize_entry("detail", detail)?;
         }
-        if self.links != Links::Hidden {
+        let extras = row.extras.as_deref();
+        if let Some(text) = extras.and_then(|e| e.instructions.as_deref()) {
+            if self.instructions && !text.is_empty() {
+                map.serialize_entry("instructions", text)?;
+            }
+        }
+        if matches!(self.links, Links::Url | Links::UrlAndId) {
             if let Some(url) = non_empty(&row.connect_url) {
                 map.serialize_entry("connect_url", url)?;
             }
         }
-        if self.links == Links::UrlAndId {
+        if matches!(self.links, Links::Id | Links::UrlAndId) {
             if let Some(id) = non_empty(&row.connection_id) {
                 map.serialize_entry("connection_id", id)?;
+            }
+        }
+        if let Some(extras) = extras {
+            if let Some(env) = &extras.required_env {
+                map.serialize_entry("required_env", env)?;
+            }
+            for (key, value) in &extras.extra {
+                map.serialize_entry(key, value)?;
             }
         }
         map.end()
@@ -146,6 +185,31 @@ impl Serialize for OperationView {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut map = s.serialize_map(None)?;
         self.write_fields(&mut map)?;
+        map.end()
+    }
+}
+
+/// The operation as its host reads it at any time (the original system's `result()`): the
+/// operation view's fields, the live rows while open and the frozen snapshot once settled,
+/// links and account ids included; once settled the card's instructions are gone.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OperationResult(pub OperationView);
+
+impl Serialize for OperationResult {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let view = &self.0;
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("op_id", &view.op_id)?;
+        map.serialize_entry("seq", &view.seq)?;
+        map.serialize_entry("deadline_at", &secs(view.deadline_at))?;
+        map.serialize_entry("settled_at", &view.settled_at.map(secs))?;
+        map.serialize_entry("settled_by", &view.settled_by)?;
+        let targets = Snapshots::new(&view.targets, Links::UrlAndId);
+        if view.settled() {
+            map.serialize_entry("targets", &targets.without_instructions())?;
+        } else {
+            map.serialize_entry("targets", &targets)?;
+        }
         map.end()
     }
 }
@@ -241,6 +305,9 @@ pub struct ModelResult {
     pub targets: Vec<TargetRow>,
     /// Card or links.
     pub path: ResultPath,
+    /// Whether each row shows its account id (the original system's results do; connop's
+    /// keep it from the model).
+    pub account_ids: bool,
 }
 
 impl ModelResult {
@@ -256,7 +323,14 @@ impl ModelResult {
             settled_by: view.settled_by,
             targets: view.targets,
             path,
+            account_ids: false,
         }
+    }
+
+    /// The same result, showing each row's account id or not.
+    pub fn with_account_ids(mut self, shown: bool) -> Self {
+        self.account_ids = shown;
+        self
     }
 
     /// `settled` on the card path; on the links path `initiated` while any target is.
@@ -284,9 +358,11 @@ impl ModelResult {
 
 impl Serialize for ModelResult {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let links = match self.path {
-            ResultPath::Card => Links::Hidden,
-            ResultPath::Links => Links::Url,
+        let links = match (self.path, self.account_ids) {
+            (ResultPath::Card, false) => Links::Hidden,
+            (ResultPath::Card, true) => Links::Id,
+            (ResultPath::Links, false) => Links::Url,
+            (ResultPath::Links, true) => Links::UrlAndId,
         };
         let mut map = s.serialize_map(None)?;
         map.serialize_entry("op_id", &self.op_id)?;
@@ -294,7 +370,12 @@ impl Serialize for ModelResult {
         map.serialize_entry("deadline_at", &secs(self.deadline_at))?;
         map.serialize_entry("settled_at", &self.settled_at.map(secs))?;
         map.serialize_entry("settled_by", &self.settled_by)?;
-        map.serialize_entry("targets", &Snapshots::new(&self.targets, links))?;
+        let targets = Snapshots::new(&self.targets, links);
+        if self.settled_by.is_some() {
+            map.serialize_entry("targets", &targets.without_instructions())?;
+        } else {
+            map.serialize_entry("targets", &targets)?;
+        }
         map.serialize_entry("status", self.status())?;
         map.serialize_entry("note", self.note())?;
         map.end()
@@ -322,6 +403,7 @@ mod tests {
             connect_url: Some("https://connect.example/gmail/1".into()),
             connection_id: Some("ca_gmail_1".into()),
             detail: None,
+            extra: None,
         };
         op.transition(
             "gmail",
@@ -380,5 +462,54 @@ mod tests {
             v["targets"][1].get("connect_url").is_none(),
             "optional keys only when non-empty"
         );
+    }
+
+    #[test]
+    fn a_snapshot_shows_instructions_requirements_and_attached_fields_in_order() {
+        let mut op = Operation::new(
+            OpId::from_entropy([1, 2, 3, 4, 5, 6]),
+            vec![Target {
+                name: "linear".into(),
+                kind: crate::contract::Kind::Mcp,
+                action: TargetAction::Install,
+                instructions: Some("Paste the key".into()),
+            }],
+            Timestamp::from_secs(1_800_000_000),
+            Duration::from_secs(300),
+        );
+        op.set_required_env("linear", Some(serde_json::json!([{"name": "KEY"}])))
+            .unwrap();
+        op.transition(
+            "linear",
+            TargetState::Initiated,
+            Actor::BackendWatcher,
+            Patch::default(),
+        )
+        .unwrap();
+        let mut tools = serde_json::Map::new();
+        tools.insert("tools".into(), serde_json::json!(["search"]));
+        let patch = Patch {
+            detail: Some("ready".into()),
+            extra: Some(Box::new(tools)),
+            ..Patch::default()
+        };
+        op.transition(
+            "linear",
+            TargetState::Connected,
+            Actor::BackendWatcher,
+            patch,
+        )
+        .unwrap();
+        let view = serde_json::to_string(&OperationView::of(&op)).unwrap();
+        assert!(
+            view.contains(r#"{"name":"linear","kind":"mcp","action":"install","state":"connected","detail":"ready","instructions":"Paste the key","required_env":[{"name":"KEY"}],"tools":["search"]}"#),
+            "{view}"
+        );
+        op.settle(
+            SettleReason::AllResolved,
+            Timestamp::from_secs(1_800_000_001),
+        );
+        let result = serde_json::to_string(&OperationResult(OperationView::of(&op))).unwrap();
+        assert!(!result.contains("instructions") && result.contains(r#""tools":["search"]"#));
     }
 }

@@ -7,6 +7,11 @@
 use crate::operation::{OpId, Text};
 use std::collections::{HashMap, VecDeque};
 
+/// Why a host's registration of an operation was refused: the session's open one.
+pub fn already_open_text(session_key: &str, open: OpId) -> String {
+    format!("session '{session_key}' already has operation {open} open")
+}
+
 /// What the registry needs to know of a stored handle.
 pub trait RegistryEntry {
     /// The operation's id.
@@ -137,6 +142,13 @@ impl<H: RegistryEntry> Registry<H> {
         }
         self.entries.insert(key, handle);
         Ok(())
+    }
+
+    /// Forgets every entry, and every settled operation kept (a test's fresh start).
+    pub fn clear(&mut self) -> Vec<H> {
+        let kept = self.settled.by_key.drain().map(|(_, (_, h))| h);
+        self.settled.order.clear();
+        self.entries.drain().map(|(_, h)| h).chain(kept).collect()
     }
 
     /// The unsettled operation under `key`, if any.

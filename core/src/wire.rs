@@ -60,6 +60,9 @@ pub struct ClientConfig {
     pub default_timeout: Duration,
     /// How many list pages one list call follows at most.
     pub max_pages: usize,
+    /// The host adds its own credentials to each request (a header provider of its own): no
+    /// `Authorization` goes out from here, and no token is needed.
+    pub host_credentials: bool,
 }
 
 impl ClientConfig {
@@ -74,7 +77,16 @@ impl ClientConfig {
             token: token.filter(|t| !t.trim().is_empty()),
             default_timeout: DEFAULT_TIMEOUT,
             max_pages: DEFAULT_MAX_PAGES,
+            host_credentials: false,
         }
+    }
+
+    /// A config for a host that adds its own credentials to every request: the requests
+    /// carry no `Authorization` of this client's.
+    pub fn with_host_credentials(base_url: impl Into<String>) -> Self {
+        let mut config = ClientConfig::new(base_url, None);
+        config.host_credentials = true;
+        config
     }
 
     /// The config the environment describes (`CONNECTOR_GATEWAY_URL`,
@@ -110,6 +122,7 @@ impl fmt::Debug for ClientConfig {
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("default_timeout", &self.default_timeout)
             .field("max_pages", &self.max_pages)
+            .field("host_credentials", &self.host_credentials)
             .finish()
     }
 }
@@ -299,7 +312,8 @@ enum Route {
 pub struct Exchange {
     route: Route,
     base_url: String,
-    token: String,
+    /// `None`: the host adds its own credentials.
+    token: Option<String>,
     max_pages: usize,
     timeout: Duration,
 }
@@ -427,13 +441,15 @@ impl Exchange {
         timeout: Duration,
         first: impl FnOnce(&Exchange) -> Request,
     ) -> ExchangeStep {
-        let Some(token) = config.token() else {
-            return ExchangeStep::Done(Err(GatewayError::MissingToken));
+        let token = match (config.token(), config.host_credentials) {
+            (_, true) => None,
+            (Some(token), false) => Some(token.to_owned()),
+            (None, false) => return ExchangeStep::Done(Err(GatewayError::MissingToken)),
         };
         let exchange = Exchange {
             route,
             base_url: config.base_url.trim_end_matches('/').to_owned(),
-            token: token.to_owned(),
+            token,
             max_pages: config.max_pages.max(1),
             timeout,
         };
@@ -453,11 +469,17 @@ impl Exchange {
         Request {
             method,
             url,
-            headers: vec![
-                ("Authorization", format!("Bearer {}", self.token)),
-                ("Content-Type", "application/json".into()),
-                ("Accept", "application/json".into()),
-            ],
+            headers: match &self.token {
+                Some(token) => vec![
+                    ("Authorization", format!("Bearer {token}")),
+                    ("Content-Type", "application/json".into()),
+                    ("Accept", "application/json".into()),
+                ],
+                None => vec![
+                    ("Content-Type", "application/json".into()),
+                    ("Accept", "application/json".into()),
+                ],
+            },
             body,
             timeout: self.timeout,
         }
@@ -1296,6 +1318,16 @@ mod tests {
             panic!("nothing is sent without a token")
         }));
         assert_eq!(result, Err(GatewayError::MissingToken));
+    }
+
+    #[test]
+    fn a_host_with_its_own_credentials_sends_no_authorization_and_needs_no_token() {
+        let config = ClientConfig::with_host_credentials(format!("{BASE}/"));
+        let (result, sent) = drive(&config, &list(), vec![ok(json!({"items": []}))]);
+        assert!(result.is_ok());
+        assert_eq!(sent[0].url, format!("{BASE}/v1/connectors?limit=50"));
+        assert_eq!(sent[0].header("authorization"), None);
+        assert_eq!(sent[0].header("content-type"), Some("application/json"));
     }
 
     #[test]

@@ -52,6 +52,9 @@ class TargetAction:
     """What was asked for a target."""
     connect: "TargetAction"
     reconnect: "TargetAction"
+    install: "TargetAction"
+    enable: "TargetAction"
+    authorize: "TargetAction"
     @property
     def value(self) -> str: ...
 
@@ -132,9 +135,26 @@ class Operation:
         """The operation view: ``op_id``, ``seq``, ``deadline_at``, ``settled_at``,
         ``settled_by``, ``settled`` and ``targets`` (links and connection ids included)."""
     def result(self) -> Optional[dict]:
-        """The frozen snapshot with links once settled; ``None`` while open."""
+        """The operation as it stands: live while open, frozen once settled, links
+        included."""
     def tool_result(self) -> Optional[str]:
         """The tool call's JSON result once it returned."""
+    # An operation made by ``Registry.detached``, and what any host reads of one:
+    @property
+    def session_key(self) -> str: ...
+    def register(self, *, profile: Optional[str] = None) -> None:
+        """Registers it under its session key; raises ``OperationAlreadyOpen``."""
+    def close(self) -> None:
+        """Removes its registry entry if the entry is still this operation."""
+    def observe(self, gateway: Any) -> None:
+        """One watcher pass: each live row with an account id read once, on this thread."""
+    def request_payload(self) -> Optional[dict]:
+        """The card request as it would be now."""
+    def settle_if_all_resolved(self) -> bool: ...
+    def target(self, name: str) -> Optional[dict]:
+        """One row as it stands (with ``snapshot`` and ``next_read_at``), or ``None``."""
+    def target_names(self) -> list: ...
+    def set_required_env(self, name: str, env: Optional[list]) -> None: ...
 
 class Registry:
     """One open operation per session key; settled ones stay readable by ``get``."""
@@ -156,6 +176,14 @@ class Registry:
         timer (its deadline is recorded, not enforced). Raises ``OperationAlreadyOpen``."""
     def __len__(self) -> int:
         """How many operations are open."""
+    def detached(self, session_key: str, targets: Iterable[Any], *, deadline: float = 300.0,
+                 tool_call_id: Optional[str] = None,
+                 on_update: Optional[Callable[[dict], Any]] = None) -> Operation:
+        """An operation that exists before it registers; only its host settles it."""
+    def for_profile(self, profile: str) -> "Registry":
+        """The same entries seen from another profile."""
+    def clear(self) -> None:
+        """Forgets every entry."""
 
 class Interrupt:
     """A turn's interrupt token: ``trigger()`` settles every attached operation ``interrupt``
@@ -185,6 +213,8 @@ def manage_connections(
     registry: Optional[Registry] = None,
     agent_session_id: Optional[str] = None,
     calls: Optional[Literal["worker", "inline"]] = None,
+    dialect: Optional[Literal["connop", "original"]] = None,
+    available: bool = True,
 ) -> str:
     """Runs one ``manage_connections`` tool call on this thread and returns its JSON result.
 
@@ -201,8 +231,12 @@ def manage_connections(
     sent on every surface. ``calls``: ``"worker"`` (the default) runs gateway calls on a pool
     shared by every operation, so the deadline, an interrupt and a card answer never wait for
     a slow call (the gateway object may be called from two threads at once); ``"inline"`` runs
-    them on the waiting thread, for a gateway object that answers at once. Ctrl-C on the main
+    them on the waiting thread, for a gateway object that answers at once, its reads one at a
+    time, each with the time then left, none once the deadline came. Ctrl-C on the main
     thread settles the operation ``interrupt`` and the call returns that result.
+    ``dialect``: ``"connop"`` (the default) or ``"original"`` (the original agent system's words
+    and argument forms); ``available=False`` refuses valid arguments (connectors are not
+    offered in the session).
 
     Raises ``TypeError``/``ValueError`` for an argument of the wrong type or value (naming it
     and what it takes) before anything runs. Everything else (refused tool arguments, a failed
@@ -215,3 +249,49 @@ def current(session_key: str) -> Optional[Operation]:
 def get(session_key: str, op_id: str) -> Optional[Operation]:
     """The process registry's operation of a session by id, open or settled (see
     ``Registry.get`` for when a settled one is forgotten)."""
+
+
+# ----- a host laying another system's module layout over connop --------------------------
+
+class RateLimited(ConnopError):
+    """The tool gateway refused a call for now (HTTP 429). A gateway object raises it; no
+    row's account is then read for ``retry_after`` seconds (1 s when ``None``)."""
+    retry_after: Optional[float]
+    def __init__(self, message: str = "rate limited", retry_after: Optional[float] = None) -> None: ...
+
+class TransportGateway:
+    """The tool gateway's client over the host's HTTP transport (every rule connop's):
+    ``transport.request(method, url, *, headers, json, timeout)`` returns a response with
+    ``status_code``, ``text`` (or ``json()``) and optionally ``headers``; raising
+    ``TimeoutError`` means it timed out. ``endpoint_resolver()`` names the origin (or
+    ``None``); ``header_provider(url)`` gives each request's credentials."""
+    def __init__(self, *, transport: Any, endpoint_resolver: Callable[[], Optional[str]],
+                 header_provider: Optional[Callable[[str], Mapping[str, str]]] = None) -> None: ...
+    def list_connectors(self, *, timeout: Optional[float] = None) -> list: ...
+    def connections(self, connectors: Sequence[str], *, reinitiate: bool = False,
+                    return_to: Optional[str] = None, op: Optional[str] = None) -> dict: ...
+    def account_status(self, connection_id: str, *,
+                       timeout: Optional[float] = None) -> Optional[dict]: ...
+
+def contract_table() -> dict:
+    """The contract as data: ``kinds``, ``states``, ``actors``, ``actions``,
+    ``settle_reasons`` (each ``[python name, wire value]``), ``resolved``, and ``edges``
+    (``[kind, from, to, actor]``)."""
+
+def allowed(kind: Union[Kind, str], from_: Union[TargetState, str],
+            to: Union[TargetState, str]) -> Optional[str]:
+    """The one actor allowed to make that move, by wire name, or ``None``."""
+
+def check_args(args: Union[Mapping[str, Any], str], *, dialect: Optional[str] = None,
+               available: bool = True) -> Optional[str]:
+    """The tool's refusal of these arguments as its JSON result, or ``None``."""
+
+def gateway_failed(reason: str, *, dialect: Optional[str] = None) -> str:
+    """The tool's JSON result when the gateway cannot be reached, saying why."""
+
+def surface_of_platform(platform: str) -> str:
+    """The surface a host's platform name stands for: ``""``, ``desktop``, ``tui``, ``cli``,
+    or ``messaging`` for any other."""
+
+def tool_schema(*, dialect: Optional[str] = None) -> dict:
+    """The tool's declaration for the model: ``name``, ``description``, ``parameters``."""

@@ -64,6 +64,16 @@ pub enum Input {
         /// The target the return names, if any.
         target: Option<Text>,
     },
+    /// Register a detached operation ([`Flow::detached`]) under its key (under `profile`,
+    /// when given).
+    Register {
+        /// The profile to register under, if not the one it was made with.
+        profile: Option<Text>,
+    },
+    /// One pass of the watcher over a detached operation ([`Flow::handle_observe`]).
+    Observe,
+    /// Settle `all_resolved` if every target resolved.
+    SettleIfAllResolved,
 }
 
 /// What [`Flow::handle_input`] reports back to whoever fed the input. Everything else the
@@ -133,6 +143,11 @@ impl Flow {
             Input::ReturnHint { target } => self
                 .handle_return_hint(target.as_deref(), now)
                 .map(|read| Handled::Hinted { read }),
+            Input::Register { profile } => self.handle_register(profile).map(|()| Handled::Taken),
+            Input::Observe => self.handle_observe(now).map(|()| Handled::Taken),
+            Input::SettleIfAllResolved => {
+                Ok(Handled::Settled(self.handle_settle_if_all_resolved(now)))
+            }
         }
     }
 }

@@ -30,10 +30,12 @@ use crate::card::{AnswerKind, CardAnswer, CardReply};
 use crate::contract::{Actor, Kind, SettleReason, TargetAction, TargetState};
 use crate::error::CallerError;
 use crate::operation::{ChangeRecord, OpId, Operation, Patch, Target, Text};
-use crate::payload::{CardRequest, ModelResult, OperationView, ResultPath, UpdateFrame};
+use crate::payload::{
+    CardRequest, ModelResult, OperationResult, OperationView, ResultPath, UpdateFrame,
+};
 use crate::registry::RegistryKey;
 use crate::time::Timestamp;
-use crate::tool::{self, ToolAction, ToolArgs, ToolResult};
+use crate::tool::{self, Dialect, ToolAction, ToolArgs, ToolResult};
 use crate::tool_gateway::{CallId, GatewayCall, GatewayError, GatewayReply};
 use serde_json::Value;
 use std::collections::VecDeque;
@@ -70,6 +72,16 @@ impl Surface {
             "tui" => Surface::Tui,
             "cli" => Surface::Cli,
             other => Surface::Other(other.into()),
+        }
+    }
+
+    /// The surface of a host's platform name, as the original agent system names its
+    /// platforms: trimmed and lower-cased, `desktop`, `tui` and `cli` are themselves, empty is
+    /// unset, and any other name is a chat platform (`messaging`: links, no card).
+    pub fn of_platform(platform: &str) -> Self {
+        match Surface::parse(&platform.trim().to_lowercase()) {
+            Surface::Other(_) => Surface::Other("messaging".into()),
+            known => known,
         }
     }
 
@@ -135,6 +147,15 @@ pub struct FlowConfig {
     /// `return_to` is given: a hosted gateway knows its apps by name (SPEC §12.7), so a host
     /// embedding connop names its own (default `connop-desktop`).
     pub desktop_return_to: Text,
+    /// Whose words the tool speaks and which argument forms it takes.
+    pub dialect: Dialect,
+    /// Whether the host offers connectors in this session at all: when it says no, every
+    /// call with valid arguments is refused before any gateway call.
+    pub available: bool,
+    /// The host runs the gateway calls one at a time on the operation's own thread (inline):
+    /// the watcher then hands out one account read at a time, each when the one before it
+    /// answered, with the time then left, and none once the deadline has come.
+    pub serial_calls: bool,
 }
 
 impl FlowConfig {
@@ -151,6 +172,9 @@ impl FlowConfig {
             tool_call_id: None,
             return_to: None,
             desktop_return_to: crate::tool_gateway::DESKTOP_RETURN_TO.into(),
+            dialect: Dialect::Connop,
+            available: true,
+            serial_calls: false,
         }
     }
 }
@@ -329,8 +353,16 @@ pub struct Flow {
     tool_call_id: Option<Text>,
     return_to: Option<Text>,
     desktop_return_to: Text,
+    dialect: Dialect,
+    serial_calls: bool,
     /// Opened by the host ([`Flow::open`]): after registering it holds.
     held: bool,
+    /// Made by the host before any registry ([`Flow::detached`]): only the host settles it.
+    host_settles: bool,
+    /// The registry's last answer to a registration the host asked for ([`Flow::detached`]).
+    registration: Option<Result<(), OpId>>,
+    /// A pass of the watcher the host asked for ([`Input::Observe`]): the next row to read.
+    observing: Option<usize>,
     stage: Stage,
     op: Option<Operation>,
     registered: bool,
@@ -351,14 +383,19 @@ impl Flow {
     pub fn start(args: &Value, config: FlowConfig, entropy: [u8; 6], now: Timestamp) -> Flow {
         let path = Path::choose(&config.surface, config.card_callback);
         let deadline = config.deadline;
+        let available = config.available;
         let mut flow = Flow::blank(config, path);
-        let args = match tool::parse_args(args) {
+        let args = match tool::parse_args_in(args, flow.dialect) {
             Ok(args) => args,
             Err(err) => {
                 flow.finish(ToolResult::Error(err.to_string()));
                 return flow;
             }
         };
+        if !available {
+            flow.finish(ToolResult::Error(tool::UNAVAILABLE_TEXT.into()));
+            return flow;
+        }
         match args.action {
             ToolAction::Status => {
                 flow.args = Some(args);
@@ -377,6 +414,7 @@ impl Flow {
                         name: name.clone(),
                         kind: Kind::Connector,
                         action,
+                        instructions: None,
                     })
                     .collect();
                 let op = Operation::new(OpId::from_entropy(entropy), targets, now, deadline);
@@ -410,7 +448,12 @@ impl Flow {
             tool_call_id: config.tool_call_id,
             return_to: config.return_to,
             desktop_return_to: config.desktop_return_to,
+            dialect: config.dialect,
+            serial_calls: config.serial_calls,
             held: false,
+            host_settles: false,
+            registration: None,
+            observing: None,
             stage: Stage::Done,
             op: None,
             registered: false,
@@ -450,6 +493,30 @@ impl Flow {
         flow
     }
 
+    /// Makes an operation that exists before any registry does (the original system's
+    /// operation object): the host moves it, refreshes it, settles it and reads it; its
+    /// changes go out as update frames. It registers only when the host asks
+    /// ([`Input::Register`]), and nothing settles it but the host: not every target resolving
+    /// (the host asks [`Input::SettleIfAllResolved`]), not its deadline (recorded, fired only
+    /// if the host feeds timeouts). No gateway call, no card, no watcher.
+    #[must_use = "a flow does nothing until its effects are drained"]
+    pub fn detached(
+        targets: Vec<Target>,
+        config: FlowConfig,
+        entropy: [u8; 6],
+        now: Timestamp,
+    ) -> Flow {
+        let deadline = config.deadline;
+        let mut flow = Flow::blank(config, Path::Card);
+        flow.held = true;
+        flow.host_settles = true;
+        let op = Operation::new(OpId::from_entropy(entropy), targets, now, deadline);
+        flow.watch = watch::Watcher::new(op.rows().len());
+        flow.op = Some(op);
+        flow.stage = Stage::Held;
+        flow
+    }
+
     // ----- outputs ------------------------------------------------------------------------
 
     /// The next effect to execute, in order; `None` when the queue is empty. Drain it to
@@ -485,7 +552,9 @@ impl Flow {
             at: op.deadline_at(),
             reason: WakeReason::Deadline,
         };
-        let tick = if self.stage == Stage::Watching {
+        // With calls one at a time, the next read waits for the one out.
+        let serial_busy = self.serial_calls && !self.pending.is_empty();
+        let tick = if self.stage == Stage::Watching && !serial_busy {
             self.watch.next_wake(op)
         } else {
             None
@@ -510,6 +579,23 @@ impl Flow {
     /// [`Input::Registered`]: the registry's answer to [`Effect::Register`]; `Err` carries the
     /// id of the operation already open under the key.
     pub fn handle_registered(&mut self, result: Result<(), OpId>, now: Timestamp) {
+        if self.held && self.host_settles {
+            // A detached operation's registration: the answer is the host's to read; refused,
+            // the operation goes on unregistered.
+            self.registration = Some(result);
+            if self.stage == Stage::Registering {
+                self.stage = Stage::Held;
+            }
+            self.registered |= result.is_ok();
+            if result.is_ok() && self.op().is_settled() {
+                // Settled while the registry answered: undo the entry.
+                self.push(Effect::Close {
+                    key: self.registry_key.clone(),
+                    op_id: self.op().op_id(),
+                });
+            }
+            return;
+        }
         if self.stage != Stage::Registering {
             // Settled (interrupt, deadline) before the registry answered: undo the entry.
             if result.is_ok() {
@@ -581,7 +667,12 @@ impl Flow {
             Purpose::Mint => self.on_mint(result, now),
             Purpose::MisrouteList => self.on_misroute_list(result, now),
             Purpose::WatchList => self.on_watch_list(result, now),
-            Purpose::Read(index) => self.on_read(index, result, now),
+            Purpose::Read(index) => {
+                self.on_read(index, result, now);
+                if self.observing.is_some() {
+                    self.observe_next(now);
+                }
+            }
         }
     }
 
@@ -714,7 +805,134 @@ impl Flow {
         Ok(change)
     }
 
+    /// [`Input::Register`]: registers a detached operation ([`Flow::detached`]) under its
+    /// key; the registry's answer is then [`registration`](Self::registration). Refused for
+    /// a flow the tool started (it registers itself) and once settled.
+    ///
+    /// `profile` registers it under that profile instead of the one it was made with (a host
+    /// serving several profiles knows which is active only when it registers).
+    pub fn handle_register(&mut self, profile: Option<Text>) -> Result<(), CallerError> {
+        let op = self.op.as_ref().ok_or(CallerError::NoOperation)?;
+        if !self.host_settles || op.is_settled() || self.stage != Stage::Held {
+            return Err(CallerError::NotDetached);
+        }
+        if let Some(profile) = profile {
+            self.registry_key.profile = profile;
+        }
+        self.registration = None;
+        self.stage = Stage::Registering;
+        let op_id = op.op_id();
+        self.push(Effect::Register {
+            key: self.registry_key.clone(),
+            op_id,
+        });
+        Ok(())
+    }
+
+    /// [`Input::Observe`]: one pass of the watcher over a detached operation, on its host's
+    /// request (the host runs the reads, one at a time): each live row with an account id is
+    /// read once, in order, as the watcher reads it — the same moves, the same late answers
+    /// dropped, and a 429 ends the pass and holds every row back. Nothing is read during a
+    /// back-off, once settled, or once the deadline has come. A pass under way goes on.
+    pub fn handle_observe(&mut self, now: Timestamp) -> Result<(), CallerError> {
+        let op = self.op.as_ref().ok_or(CallerError::NoOperation)?;
+        if !self.host_settles {
+            return Err(CallerError::NotDetached);
+        }
+        if op.is_settled() || self.observing.is_some() {
+            return Ok(());
+        }
+        self.observing = Some(0);
+        self.observe_next(now);
+        Ok(())
+    }
+
+    /// Starts the pass's next read, or ends the pass.
+    fn observe_next(&mut self, now: Timestamp) {
+        let Some(mut next) = self.observing.take() else {
+            return;
+        };
+        let op = self.op();
+        let held_back = self.watch.backoff_until().is_some_and(|until| until > now);
+        if op.is_settled() || now >= op.deadline_at() || held_back || self.stage != Stage::Held {
+            return;
+        }
+        while let Some(row) = op.rows().get(next) {
+            let index = next;
+            next += 1;
+            let Some(id) = row.connection_id.clone().filter(|_| row.state.is_live()) else {
+                continue;
+            };
+            let call = GatewayCall::Account {
+                connection_id: id,
+                timeout: watch::read_timeout(op.deadline_at(), now),
+            };
+            self.observing = Some(next);
+            self.call(Purpose::Read(index), call);
+            return;
+        }
+    }
+
+    /// [`Input::SettleIfAllResolved`]: settles `all_resolved` if every target resolved;
+    /// returns whether this call settled.
+    pub fn handle_settle_if_all_resolved(&mut self, now: Timestamp) -> bool {
+        match &self.op {
+            Some(op) if op.all_resolved() => self.settle(SettleReason::AllResolved, now),
+            _ => false,
+        }
+    }
+
+    /// Replaces what a local MCP server's row needs from the environment (no move, no
+    /// frame: the host writes it before the card shows).
+    pub fn set_required_env(&mut self, name: &str, env: Option<Value>) -> Result<(), CallerError> {
+        let op = self.op.as_mut().ok_or(CallerError::NoOperation)?;
+        op.set_required_env(name, env)?;
+        Ok(())
+    }
+
     // ----- reads --------------------------------------------------------------------------
+
+    /// The registry's answer to the last [`Input::Register`]: `Err` names the operation
+    /// already open under the key. `None` before any answer.
+    #[must_use]
+    pub fn registration(&self) -> Option<Result<(), OpId>> {
+        self.registration
+    }
+
+    /// The card request (`connection.request`'s payload) as it would be now: the live rows
+    /// with their links and instructions, the deadline, the tool call id. The card path emits
+    /// it once; a host reads it any time (to show the card again on resume).
+    #[must_use]
+    pub fn card_request(&self) -> Option<CardRequest> {
+        self.op.as_ref().map(|op| self.card_request_of(op))
+    }
+
+    fn card_request_of(&self, op: &Operation) -> CardRequest {
+        CardRequest {
+            op_id: op.op_id(),
+            seq: op.seq(),
+            deadline_at: op.deadline_at(),
+            timeout_seconds: op.deadline().as_secs_f64(),
+            targets: op.rows().to_vec(),
+            tool_call_id: self.tool_call_id.clone(),
+        }
+    }
+
+    /// The operation's result as a host reads it at any time: the operation view's fields,
+    /// the live rows while open, the frozen snapshot once settled, links and account ids
+    /// included; a settled result drops the card's instructions.
+    #[must_use]
+    pub fn host_result(&self) -> Option<OperationResult> {
+        self.view().map(OperationResult)
+    }
+
+    /// When the watcher reads row `name` next at the earliest, if a 429 holds it back.
+    #[must_use]
+    pub fn next_read_at(&self, name: &str) -> Option<Timestamp> {
+        let op = self.op.as_ref()?;
+        op.row(name)?;
+        self.watch.backoff_until()
+    }
 
     /// The operation, for connect and reconnect.
     #[must_use]
@@ -828,7 +1046,10 @@ impl Flow {
         if self.stage == Stage::Watching {
             self.watch.wake(now);
         }
-        if matches!(self.stage, Stage::Watching | Stage::Held) && self.op().all_resolved() {
+        if matches!(self.stage, Stage::Watching | Stage::Held)
+            && !self.host_settles
+            && self.op().all_resolved()
+        {
             self.settle(SettleReason::AllResolved, now);
         }
     }
@@ -859,16 +1080,14 @@ impl Flow {
                     view: OperationView::of(self.op()),
                     change: None,
                 }))));
-                self.finish(ToolResult::Model(ModelResult::of(
-                    self.op(),
-                    ResultPath::Card,
-                )));
+                let result = ModelResult::of(self.op(), ResultPath::Card)
+                    .with_account_ids(self.dialect == Dialect::Original);
+                self.finish(ToolResult::Model(result));
             }
             Path::Links => {
-                self.finish(ToolResult::Model(ModelResult::of(
-                    self.op(),
-                    ResultPath::Links,
-                )));
+                let result = ModelResult::of(self.op(), ResultPath::Links)
+                    .with_account_ids(self.dialect == Dialect::Original);
+                self.finish(ToolResult::Model(result));
             }
         }
         true
@@ -891,13 +1110,14 @@ impl Flow {
                     .as_ref()
                     .map(|a| a.connectors.as_slice())
                     .unwrap_or(&[]);
-                ToolResult::Status(tool::StatusResult::render(&rows, names))
+                ToolResult::Status(tool::StatusResult::render_in(&rows, names, self.dialect))
             }
             // `handle_gateway` already turned a reply of another kind into an error.
-            Ok(_) => ToolResult::Error(tool::gateway_failed_text(&GatewayError::invalid(
-                "not a list",
-            ))),
-            Err(err) => ToolResult::Error(tool::gateway_failed_text(&err)),
+            Ok(_) => ToolResult::Error(tool::gateway_failed_text(
+                &GatewayError::invalid("not a list"),
+                self.dialect,
+            )),
+            Err(err) => ToolResult::Error(tool::gateway_failed_text(&err, self.dialect)),
         };
         self.finish(rendered);
     }

@@ -4,9 +4,9 @@
 use super::{Effect, Event, Flow, Path, Purpose, Stage, Surface};
 use crate::contract::{Actor, SettleReason, TargetAction, TargetState};
 use crate::operation::{Patch, Text};
-use crate::payload::{CardRequest, ModelResult, ResultPath};
+use crate::payload::{ModelResult, ResultPath};
 use crate::time::Timestamp;
-use crate::tool::{self, ToolResult};
+use crate::tool::{self, Dialect, ToolResult};
 use crate::tool_gateway::{
     GatewayCall, GatewayError, GatewayReply, MintRequest, MintRow, MintStatus,
 };
@@ -110,6 +110,7 @@ impl Flow {
                     detail: Some(detail),
                     connection_id: row.connection_id,
                     connect_url: None,
+                    extra: None,
                 };
                 self.step(index, TargetState::Initiated, w, patch, now);
                 self.step(index, TargetState::Connected, w, Patch::default(), now);
@@ -119,6 +120,7 @@ impl Flow {
                     detail: Some(detail),
                     connect_url: row.connect_url,
                     connection_id: row.connection_id,
+                    extra: None,
                 };
                 self.step(index, TargetState::Initiated, w, patch, now);
             }
@@ -172,7 +174,7 @@ impl Flow {
                 continue;
             }
             let name = row.name.clone();
-            let detail: Text = tool::misroute_detail(&name).into();
+            let detail: Text = tool::misroute_detail(&name, self.dialect).into();
             let op = self.op.as_mut().expect(
                 "invariant: only connect/reconnect flows prepare, and they have an operation",
             );
@@ -197,22 +199,15 @@ impl Flow {
         }
         match self.path {
             Path::Card => {
-                let op = self.op();
-                let card = CardRequest {
-                    op_id: op.op_id(),
-                    seq: op.seq(),
-                    deadline_at: op.deadline_at(),
-                    timeout_seconds: op.deadline().as_secs_f64(),
-                    targets: op.rows().to_vec(),
-                    tool_call_id: self.tool_call_id.clone(),
-                };
+                let card = self.card_request_of(self.op());
                 self.push(Effect::Emit(Event::Request(Box::new(card))));
                 self.stage = Stage::Watching;
                 self.watch.start(now);
                 self.maybe_tick(now);
             }
             Path::Links => {
-                let result = ModelResult::of(self.op(), ResultPath::Links);
+                let result = ModelResult::of(self.op(), ResultPath::Links)
+                    .with_account_ids(self.dialect == Dialect::Original);
                 self.finish(ToolResult::Model(result));
             }
         }
@@ -227,6 +222,9 @@ impl Flow {
                 op_id: self.op().op_id(),
             });
         }
-        self.finish(ToolResult::Error(tool::gateway_failed_text(err)));
+        self.finish(ToolResult::Error(tool::gateway_failed_text(
+            err,
+            self.dialect,
+        )));
     }
 }

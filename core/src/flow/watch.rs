@@ -82,12 +82,18 @@ pub(super) struct Watcher {
     list: Slot,
     /// After a 429: no read of any row before this.
     backoff_until: Option<Timestamp>,
+    /// The reader read last (`rows.len()` is the list fallback): with calls one at a time,
+    /// the next of the readers due at once is the one after it, so every row gets its read
+    /// of the tick before any is read twice.
+    last_read: usize,
 }
 
 impl Watcher {
     pub(super) fn new(rows: usize) -> Self {
         Watcher {
             rows: vec![Slot::default(); rows],
+            // As if the list fallback, last in the order, was read last: row 0 comes first.
+            last_read: rows,
             ..Watcher::default()
         }
     }
@@ -105,6 +111,11 @@ impl Watcher {
         for slot in self.rows.iter_mut().chain(std::iter::once(&mut self.list)) {
             slot.hurry(now);
         }
+    }
+
+    /// After a 429, the instant before which no row is read.
+    pub(super) fn backoff_until(&self) -> Option<Timestamp> {
+        self.backoff_until
     }
 
     /// Settled: every read in flight is forgotten and nothing is due.
@@ -172,8 +183,12 @@ impl Flow {
     /// whose own tick has come, in row order, then one list read for the live rows without
     /// one. Nothing is read during a back-off.
     pub(super) fn maybe_tick(&mut self, now: Timestamp) {
-        if self.stage != Stage::Watching {
+        // No read starts once the deadline has come: the deadline settles first.
+        if self.stage != Stage::Watching || now >= self.op().deadline_at() {
             return;
+        }
+        if self.serial_calls {
+            return self.maybe_read_one(now);
         }
         let backoff = self.watch.backoff_until;
         let is_due = |slot: &Slot| slot.due(backoff).is_some_and(|w| w.at <= now);
@@ -209,6 +224,63 @@ impl Flow {
                     timeout: Some(timeout),
                 },
             );
+            self.watch.list.in_flight = Some(call);
+            self.watch.list.next_at = None;
+        }
+    }
+
+    /// With calls one at a time: when no call is out, starts the one read most overdue (the
+    /// earliest due; among those due at the same instant, the first reader after the one
+    /// read last), with the time then left as its timeout.
+    fn maybe_read_one(&mut self, now: Timestamp) {
+        if !self.pending.is_empty() {
+            return;
+        }
+        let backoff = self.watch.backoff_until;
+        let rows = self.op().rows();
+        let count = rows.len() + 1;
+        let need_list = rows
+            .iter()
+            .any(|r| r.state.is_live() && r.connection_id.is_none());
+        let mut best: Option<(Timestamp, usize)> = None;
+        for step in 1..=count {
+            let reader = (self.watch.last_read + step) % count;
+            let slot = match rows.get(reader) {
+                Some(row) if row.state.is_live() && row.connection_id.is_some() => {
+                    &self.watch.rows[reader]
+                }
+                None if need_list => &self.watch.list,
+                _ => continue,
+            };
+            let Some(due) = slot.due(backoff).filter(|w| w.at <= now) else {
+                continue;
+            };
+            if best.is_none_or(|(at, _)| due.at < at) {
+                best = Some((due.at, reader));
+            }
+        }
+        let Some((_, reader)) = best else { return };
+        self.watch.last_read = reader;
+        let timeout = read_timeout(self.op().deadline_at(), now);
+        if let Some(id) = self
+            .op()
+            .rows()
+            .get(reader)
+            .and_then(|r| r.connection_id.clone())
+        {
+            let call = GatewayCall::Account {
+                connection_id: id,
+                timeout,
+            };
+            let call = self.call(Purpose::Read(reader), call);
+            let slot = &mut self.watch.rows[reader];
+            slot.in_flight = Some(call);
+            slot.next_at = None;
+        } else {
+            let call = GatewayCall::List {
+                timeout: Some(timeout),
+            };
+            let call = self.call(Purpose::WatchList, call);
             self.watch.list.in_flight = Some(call);
             self.watch.list.next_at = None;
         }
@@ -280,7 +352,8 @@ impl Flow {
                 now,
             );
         }
-        if self.stage == Stage::Watching {
+        // Not once the first step settled it (a watched operation whose rows all resolved).
+        if matches!(self.stage, Stage::Watching | Stage::Held) {
             self.step(
                 index,
                 to,
@@ -383,6 +456,114 @@ mod tests {
 
     fn at(ms: u64) -> Timestamp {
         T0 + Duration::from_millis(ms)
+    }
+
+    /// A flow watching gmail and notion, past its mint; returns the reads it started.
+    fn watching_with(config: FlowConfig) -> (Flow, Vec<(CallId, GatewayCall)>) {
+        let args = json!({"action": "connect", "connectors": ["gmail", "notion"]});
+        let mut flow = Flow::start(&args, config, [1, 2, 3, 4, 5, 6], T0);
+        let mut reads = Vec::new();
+        while let Some(effect) = flow.poll_effect() {
+            match effect {
+                Effect::Register { .. } => {
+                    flow.handle_input(Input::Registered(Ok(())), T0).unwrap();
+                }
+                Effect::Call {
+                    id,
+                    call: GatewayCall::Mint(mint),
+                } => {
+                    let minted = super::super::testing::minted(&mint);
+                    flow.handle_gateway(id, Ok(minted), T0).unwrap();
+                }
+                Effect::Call { id, call } => reads.push((id, call)),
+                _ => {}
+            }
+        }
+        (flow, reads)
+    }
+
+    fn reads(flow: &mut Flow) -> Vec<(CallId, GatewayCall)> {
+        std::iter::from_fn(|| flow.poll_effect())
+            .filter_map(|e| match e {
+                Effect::Call { id, call } => Some((id, call)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn read_of(read: &(CallId, GatewayCall)) -> (&str, Duration) {
+        match &read.1 {
+            GatewayCall::Account {
+                connection_id,
+                timeout,
+            } => (connection_id, *timeout),
+            other => panic!("not an account read: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn with_calls_one_at_a_time_each_read_starts_when_the_last_answered_with_the_time_then_left() {
+        let mut config = FlowConfig::new(RegistryKey::new("/h", "s"));
+        config.deadline = Duration::from_millis(1_800);
+        config.tick = Duration::from_secs(10);
+        config.serial_calls = true;
+        let (mut flow, first) = watching_with(config);
+        assert_eq!(first.len(), 1, "one read out at a time: {first:?}");
+        assert_eq!(
+            read_of(&first[0]),
+            ("ca_gmail", Duration::from_millis(1_800))
+        );
+        assert_eq!(
+            flow.poll_timeout().map(|w| w.reason),
+            Some(WakeReason::Deadline)
+        );
+        // gmail's read took 0.6 s: notion is due since the tick began, and read now with the
+        // 1.2 s then left.
+        flow.handle_gateway(first[0].0, pending("ca_gmail"), at(600))
+            .unwrap();
+        let wake = flow.poll_timeout().unwrap();
+        assert_eq!((wake.at, wake.reason), (T0, WakeReason::Tick));
+        flow.handle_timeout(at(600));
+        let second = reads(&mut flow);
+        assert_eq!(second.len(), 1);
+        assert_eq!(
+            read_of(&second[0]),
+            ("ca_notion", Duration::from_millis(1_200))
+        );
+        // notion's read answers after the deadline: no read starts, the deadline settles.
+        flow.handle_gateway(second[0].0, pending("ca_notion"), at(1_900))
+            .unwrap();
+        flow.handle_timeout(at(1_900));
+        let effects: Vec<_> = std::iter::from_fn(|| flow.poll_effect()).collect();
+        assert!(
+            !effects.iter().any(|e| matches!(e, Effect::Call { .. })),
+            "{effects:?}"
+        );
+        assert_eq!(
+            flow.view().unwrap().settled_by,
+            Some(crate::contract::SettleReason::Deadline)
+        );
+    }
+
+    #[test]
+    fn with_calls_one_at_a_time_every_row_is_read_once_before_any_twice() {
+        let mut config = FlowConfig::new(RegistryKey::new("/h", "s"));
+        config.tick = Duration::ZERO;
+        config.serial_calls = true;
+        let (mut flow, mut out) = watching_with(config);
+        let mut order = Vec::new();
+        for _ in 0..4 {
+            let [read] = out.as_slice() else {
+                panic!("{out:?}")
+            };
+            let (id, _) = read_of(read);
+            order.push(id.to_owned());
+            let answer = pending(id);
+            flow.handle_gateway(read.0, answer, T0).unwrap();
+            flow.handle_timeout(T0);
+            out = reads(&mut flow);
+        }
+        assert_eq!(order, ["ca_gmail", "ca_notion", "ca_gmail", "ca_notion"]);
     }
 
     /// A flow watching gmail and notion; returns their first reads' call ids.

@@ -101,4 +101,7 @@ contract_enum!(PyKind, Kind, "Kind", "What a target is.", {
 contract_enum!(PyTargetAction, TargetAction, "TargetAction", "What was asked for a target.", {
     Connect = "connect",
     Reconnect = "reconnect",
+    Install = "install",
+    Enable = "enable",
+    Authorize = "authorize",
 });

@@ -10,9 +10,10 @@ use connop_core::tool_gateway::{
     Account, BlockingToolGateway, ConnectorRow, GatewayCall, GatewayError, GatewayReply, MintRow,
 };
 use connop_core::wire::ClientConfig;
-use pyo3::exceptions::PyKeyboardInterrupt;
+use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyList, PyType};
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -115,12 +116,14 @@ impl BlockingToolGateway for PyGateway {
                 GatewayCall::Mint(mint) => {
                     let names: Vec<&str> = mint.connectors.iter().map(|n| &**n).collect();
                     set(&kwargs, "reinitiate", mint.reinitiate)?;
-                    set(&kwargs, "return_to", mint.return_to.as_deref())?;
-                    set(
-                        &kwargs,
-                        "op",
-                        mint.op.as_ref().map(|op| op.as_str().to_owned()),
-                    )?;
+                    // Only when they ride the mint (the desktop surface): the original's
+                    // client doubles take neither elsewhere.
+                    if let Some(return_to) = mint.return_to.as_deref() {
+                        set(&kwargs, "return_to", return_to)?;
+                    }
+                    if let Some(op) = &mint.op {
+                        set(&kwargs, "op", op.as_str())?;
+                    }
                     let names = PyList::new(py, names).map_err(|e| failed(py, e))?;
                     invoke(obj, "connections", (names,), &kwargs)?
                 }
@@ -169,9 +172,77 @@ fn invoke<'py>(
         .map_err(|e| failed(obj.py(), e))
 }
 
-/// An exception from the gateway object: the call failed in transport. A Ctrl-C that landed
-/// in the object's code is raised again for the waiting thread to see.
+/// The source of `connop.RateLimited`: an exception a gateway object raises for the gateway's
+/// HTTP 429, with the wait it asked for in seconds (`None`: the default).
+const RATE_LIMITED: &std::ffi::CStr = c"
+class RateLimited(ConnopError):
+    \"\"\"The tool gateway refused a call for now (HTTP 429). A gateway object raises it; the
+    operation then reads no account of any row for ``retry_after`` seconds (1 s when
+    ``None``), as for connop's own client.\"\"\"
+
+    def __init__(self, message='rate limited', retry_after=None):
+        super().__init__(message)
+        self.retry_after = retry_after
+";
+
+static RATE_LIMITED_TYPE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+/// `connop.RateLimited`, made on first use.
+pub fn rate_limited_type(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    RATE_LIMITED_TYPE
+        .get_or_try_init(py, || {
+            let namespace = PyDict::new(py);
+            namespace.set_item("ConnopError", py.get_type::<crate::errors::ConnopError>())?;
+            namespace.set_item("__name__", "connop")?;
+            py.run(RATE_LIMITED, Some(&namespace), None)?;
+            let made = namespace
+                .get_item("RateLimited")?
+                .ok_or_else(|| PyRuntimeError::new_err("RateLimited was not made"))?;
+            Ok(made.cast_into::<PyType>()?.unbind())
+        })
+        .map(|t| t.bind(py))
+}
+
+/// A failed call as the Python exception a caller of the client's methods sees: the
+/// gateway's 429 as `RateLimited` (with its wait), anything else as `ConnopError`.
+pub fn call_error(py: Python<'_>, error: GatewayError) -> PyErr {
+    if let GatewayError::RateLimited { retry_after } = &error {
+        if let Ok(limited) = rate_limited_type(py) {
+            let kwargs = PyDict::new(py);
+            let made = kwargs
+                .set_item("retry_after", retry_after.as_secs_f64())
+                .and_then(|()| limited.call((error.to_string(),), Some(&kwargs)));
+            return match made {
+                Ok(exception) => PyErr::from_value(exception),
+                Err(e) => e,
+            };
+        }
+    }
+    crate::errors::ConnopError::new_err(error.to_string())
+}
+
+/// The wait a raised `RateLimited` asks for: its `retry_after` in seconds; `None`, or a value
+/// that is not a finite number of seconds, is the gateway's default wait.
+fn retry_after_of(error: &Bound<'_, PyAny>) -> Duration {
+    error
+        .getattr("retry_after")
+        .ok()
+        .and_then(|v| v.extract::<f64>().ok())
+        .and_then(|secs| Duration::try_from_secs_f64(secs).ok())
+        .unwrap_or(connop_core::wire::DEFAULT_RETRY_AFTER)
+}
+
+/// An exception from the gateway object: a `RateLimited` is the gateway's 429; anything else
+/// is a failure of the call in transport. A Ctrl-C that landed in the object's code is raised
+/// again for the waiting thread to see.
 fn failed(py: Python<'_>, error: PyErr) -> GatewayError {
+    if let Ok(limited) = rate_limited_type(py) {
+        if error.is_instance(py, limited) {
+            return GatewayError::RateLimited {
+                retry_after: retry_after_of(error.value(py)),
+            };
+        }
+    }
     let failure = GatewayError::Transport(format!("the gateway object raised {error}"));
     if error.is_instance_of::<PyKeyboardInterrupt>(py) {
         // Last, after every other Python call here: a pending signal makes the next call

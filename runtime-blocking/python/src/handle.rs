@@ -16,7 +16,7 @@ use connop_core::flow::Surface;
 use connop_core::operation::{ChangeRecord, OpId, Patch, Target, Text};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyString, PyTuple};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use serde_json::{Value, json};
 use std::sync::{Arc, OnceLock};
 
@@ -125,6 +125,49 @@ impl PyRegistry {
         }
     }
 
+    /// Makes an operation that exists before it is registered: the host moves, settles and
+    /// reads it, and registers it when it wants (`Operation.register()`). Nothing settles it
+    /// but the host: not every target resolving (`settle_if_all_resolved()`), not its
+    /// deadline (recorded only). `targets` are names, `(name, kind, action)` tuples, or
+    /// `{"name", "kind"?, "action"?, "instructions"?, "required_env"?}` mappings.
+    /// `on_update` gets every change's update frame.
+    #[pyo3(signature = (session_key, targets, *, deadline=300.0, tool_call_id=None, on_update=None))]
+    fn detached(
+        &self,
+        session_key: &str,
+        targets: &Bound<'_, PyAny>,
+        deadline: f64,
+        tool_call_id: Option<String>,
+        on_update: Option<Py<PyAny>>,
+    ) -> PyResult<PyOperation> {
+        let (targets, envs) = host_targets(targets)?;
+        let mut context: ToolContext<()> =
+            ToolContext::new(self.inner.clone(), session_key, Arc::new(()));
+        context.deadline = seconds(deadline, "deadline")?;
+        context.surface = Surface::Unset;
+        context.tool_call_id = tool_call_id.map(Into::into);
+        context.events = on_update.map(|update| events(None, Some(update), None));
+        let op = context.detached(targets);
+        for (name, env) in envs {
+            op.set_required_env(&name, Some(env))
+                .map_err(caller_error)?;
+        }
+        Ok(PyOperation::from(op))
+    }
+
+    /// The same entries seen from another profile (its sessions; operations registered
+    /// under it): a host serving several profiles in one process.
+    fn for_profile(&self, profile: String) -> Self {
+        PyRegistry {
+            inner: self.inner.for_profile(profile),
+        }
+    }
+
+    /// Forgets every entry (a test's fresh start); their operations go on unregistered.
+    fn clear(&self, py: Python<'_>) {
+        py.detach(|| self.inner.clear());
+    }
+
     /// How many operations are open (settled ones kept for `get` are not counted).
     fn __len__(&self, py: Python<'_>) -> usize {
         crate::exit::detach(py, || self.inner.len())
@@ -167,9 +210,68 @@ fn parse_targets(targets: &Bound<'_, PyAny>) -> PyResult<Vec<Target>> {
             0..=2 => TargetAction::Connect,
             _ => PyTargetAction::extract(&parts.get_item(2)?)?,
         };
-        out.push(Target { name, kind, action });
+        out.push(Target {
+            name,
+            kind,
+            action,
+            instructions: None,
+        });
     }
     Ok(out)
+}
+
+/// What local MCP servers need from the environment, by target name.
+type RequiredEnvs = Vec<(Text, Value)>;
+
+/// The targets of a host's detached operation: what [`parse_targets`] takes, or mappings
+/// with the card's instructions and a local MCP server's `required_env` (returned apart,
+/// by target name).
+fn host_targets(targets: &Bound<'_, PyAny>) -> PyResult<(Vec<Target>, RequiredEnvs)> {
+    if targets.cast::<PyString>().is_ok() {
+        return Ok((parse_targets(targets)?, Vec::new()));
+    }
+    let mut out: Vec<Target> = Vec::new();
+    let mut envs: RequiredEnvs = Vec::new();
+    for item in targets.try_iter()? {
+        let item = item?;
+        let Ok(fields) = item.cast::<PyDict>() else {
+            for target in parse_targets(&PyList::new(item.py(), [item])?.into_any())? {
+                if !out.iter().any(|t| t.name == target.name) {
+                    out.push(target);
+                }
+            }
+            continue;
+        };
+        let field = |key: &str| fields.get_item(key);
+        let name = match field("name")? {
+            Some(name) => checked_name(&name.extract::<String>()?)?,
+            None => return Err(PyValueError::new_err("a target mapping needs a 'name'")),
+        };
+        let kind = match field("kind")? {
+            Some(kind) => PyKind::extract(&kind)?,
+            None => Kind::Connector,
+        };
+        let action = match field("action")? {
+            Some(action) => PyTargetAction::extract(&action)?,
+            None => TargetAction::Connect,
+        };
+        let instructions = match field("instructions")? {
+            Some(text) if !text.is_none() => Some(text.extract::<String>()?.into()),
+            _ => None,
+        };
+        if let Some(env) = field("required_env")?.filter(|e| !e.is_none()) {
+            envs.push((name.clone(), from_py(&env, "required_env")?));
+        }
+        if !out.iter().any(|t| t.name == name) {
+            out.push(Target {
+                name,
+                kind,
+                action,
+                instructions,
+            });
+        }
+    }
+    Ok((out, envs))
 }
 
 /// A target's name as the tool's arguments take it: trimmed, lower-cased, not empty.
@@ -218,7 +320,9 @@ impl PyOperation {
     /// Moves target `name` to `to` by `actor`, with an optional new detail, link and
     /// connection id. Returns the change record, or `None` for a move to the state it is
     /// already in. Raises `IllegalTransition` for a move the table does not allow.
-    #[pyo3(signature = (name, to, actor, *, detail=None, connect_url=None, connection_id=None))]
+    /// Any other keyword is a field to attach to the row (a connected MCP server's
+    /// `tools`, say), replacing those an earlier move attached.
+    #[pyo3(signature = (name, to, actor, *, detail=None, connect_url=None, connection_id=None, **extra))]
     #[allow(clippy::too_many_arguments)] // Python's keyword arguments
     fn transition(
         &self,
@@ -229,13 +333,22 @@ impl PyOperation {
         detail: Option<String>,
         connect_url: Option<String>,
         connection_id: Option<String>,
+        extra: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Option<Py<PyAny>>> {
         let to = PyTargetState::extract(to)?;
         let actor = PyActor::extract(actor)?;
+        let extra = match extra {
+            Some(fields) if !fields.is_empty() => match from_py(fields.as_any(), "fields")? {
+                Value::Object(map) => Some(Box::new(map)),
+                _ => None,
+            },
+            _ => None,
+        };
         let patch = Patch {
             detail: detail.map(Into::into),
             connect_url: connect_url.map(Into::into),
             connection_id: connection_id.map(Into::into),
+            extra,
         };
         let change =
             holding_gil(|| self.inner.transition(name, to, actor, patch)).map_err(caller_error)?;
@@ -310,13 +423,125 @@ impl PyOperation {
         .transpose()
     }
 
-    /// The frozen snapshot with its links once settled (what the card's panel shows after
-    /// the tool returned); `None` while open.
+    /// The operation as it stands, at any time: the live rows while open, the frozen
+    /// snapshot once settled (what the card's panel shows after the tool returned), links
+    /// and account ids included; a settled one without the card's instructions. `None` for
+    /// a tool call with no operation.
     fn result(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        if !self.settled(py) {
+        let result = py.detach(|| self.inner.host_result());
+        result
+            .map(|r| {
+                let value = serde_json::to_value(&r).unwrap_or(Value::Null);
+                to_py(py, &value).map(Bound::unbind)
+            })
+            .transpose()
+    }
+
+    /// The card request (`connection.request`'s payload) as it would be now.
+    fn request_payload(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        let card = py.detach(|| self.inner.card_request());
+        card.map(|c| {
+            let value = serde_json::to_value(&c).unwrap_or(Value::Null);
+            to_py(py, &value).map(Bound::unbind)
+        })
+        .transpose()
+    }
+
+    /// Settles `all_resolved` if every target resolved; returns whether this call settled.
+    fn settle_if_all_resolved(&self) -> bool {
+        holding_gil(|| self.inner.settle_if_all_resolved())
+    }
+
+    /// One row as it stands: `name, kind, action, state, detail, instructions, connect_url,
+    /// connection_id, required_env, extra` (the fields moves attached), `next_read_at`
+    /// (epoch seconds before which the watcher reads no row after a 429; `0.0` when
+    /// none) and `snapshot` (the row as payloads show it). `None` for an unknown name.
+    fn target(&self, py: Python<'_>, name: &str) -> PyResult<Option<Py<PyAny>>> {
+        let Some((row, next_read_at)) = py.detach(|| self.inner.target(name)) else {
             return Ok(None);
+        };
+        let snapshot = serde_json::to_value(connop_core::payload::target_snapshot(&row))
+            .unwrap_or(Value::Null);
+        let value = json!({
+            "name": &*row.name,
+            "kind": row.kind.as_str(),
+            "action": row.action.as_str(),
+            "state": row.state.as_str(),
+            "detail": row.detail_str(),
+            "instructions": row.instructions().unwrap_or(""),
+            "connect_url": row.connect_url.as_deref(),
+            "connection_id": row.connection_id.as_deref(),
+            "required_env": row.required_env(),
+            "extra": row.extra(),
+            "next_read_at": next_read_at.map_or(0.0, |t| t.as_secs_f64()),
+            "snapshot": snapshot,
+        });
+        Ok(Some(to_py(py, &value)?.unbind()))
+    }
+
+    /// The targets' names, in order.
+    fn target_names(&self, py: Python<'_>) -> Vec<String> {
+        py.detach(|| self.inner.target_names())
+            .iter()
+            .map(|n| n.to_string())
+            .collect()
+    }
+
+    /// Replaces what a local MCP server's row needs from the environment (`None` clears
+    /// it). No move: no frame, no `seq` bump.
+    fn set_required_env(&self, name: &str, env: &Bound<'_, PyAny>) -> PyResult<()> {
+        let env = if env.is_none() {
+            None
+        } else {
+            Some(from_py(env, "env")?)
+        };
+        self.inner.set_required_env(name, env).map_err(caller_error)
+    }
+
+    /// The session key it registers under.
+    #[getter]
+    fn session_key(&self) -> String {
+        self.inner.session_key().to_string()
+    }
+
+    /// Registers an operation made by `Registry.detached` under its session key (and
+    /// `profile`, when given). Raises `OperationAlreadyOpen` (`args == (message,
+    /// open_op_id)`) while the session has an unsettled one; the operation goes on
+    /// unregistered.
+    #[pyo3(signature = (*, profile=None))]
+    fn register(&self, profile: Option<String>) -> PyResult<()> {
+        let profile = profile.map(Into::into);
+        match holding_gil(|| self.inner.register(profile)).map_err(caller_error)? {
+            Ok(()) => Ok(()),
+            Err(open) => {
+                let message =
+                    connop_core::registry::already_open_text(&self.inner.session_key(), open);
+                Err(OperationAlreadyOpen::new_err((
+                    message,
+                    open.as_str().to_owned(),
+                )))
+            }
         }
-        self.view(py)
+    }
+
+    /// One pass of the watcher over an operation made by `Registry.detached`: each live row
+    /// with an account id is read once, in order, through `gateway` (an object with
+    /// `account_status(connection_id, *, timeout)`), on this thread, with the watcher's rules
+    /// (the moves, late answers dropped, a 429 or a raised `RateLimited` holding every row
+    /// back).
+    fn observe(&self, gateway: &Bound<'_, PyAny>) -> PyResult<()> {
+        let gateway = crate::gateway::PyGateway::new(gateway.clone().unbind());
+        holding_gil(|| {
+            self.inner.observe(&mut |call| {
+                connop_core::tool_gateway::BlockingToolGateway::call(&gateway, call)
+            })
+        })
+        .map_err(caller_error)
+    }
+
+    /// Removes its registry entry if the entry is still this operation; idempotent.
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| self.inner.close_registration());
     }
 
     /// The tool call's result as JSON text, once it returned; `None` before.

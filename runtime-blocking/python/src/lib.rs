@@ -13,6 +13,7 @@
 //! The stub `connop.pyi` beside this crate's manifest types the module for Python tools;
 //! `docs/python.md` is the contract it follows.
 
+mod compat;
 mod convert;
 mod enums;
 mod errors;
@@ -20,6 +21,7 @@ mod exit;
 mod gateway;
 mod handle;
 mod tool;
+mod transport;
 
 use pyo3::prelude::*;
 
@@ -77,6 +79,14 @@ fn connop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<handle::PyOperation>()?;
     m.add_class::<handle::PyInterrupt>()?;
     m.add_class::<gateway::PyHttpGateway>()?;
+    m.add_class::<transport::PyTransportGateway>()?;
+    m.add("RateLimited", gateway::rate_limited_type(py)?)?;
+    m.add_function(wrap_pyfunction!(compat::contract_table, m)?)?;
+    m.add_function(wrap_pyfunction!(compat::allowed, m)?)?;
+    m.add_function(wrap_pyfunction!(compat::check_args, m)?)?;
+    m.add_function(wrap_pyfunction!(compat::gateway_failed, m)?)?;
+    m.add_function(wrap_pyfunction!(compat::tool_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(compat::surface_of_platform, m)?)?;
     m.add_class::<enums::PyTargetState>()?;
     m.add_class::<enums::PyActor>()?;
     m.add_class::<enums::PySettleReason>()?;

@@ -153,6 +153,10 @@ fn gateway_of(gateway: &Bound<'_, PyAny>) -> PyResult<Arc<dyn BlockingToolGatewa
     if let Ok(http) = gateway.extract::<PyRef<'_, PyHttpGateway>>() {
         return Ok(http.inner.clone());
     }
+    if let Ok(client) = gateway.cast::<crate::transport::PyTransportGateway>() {
+        // The host's transport through connop's rules (its Python runs on this thread).
+        return Ok(client.get().inner.clone());
+    }
     let wanted = "gateway must be a connop.HttpGateway or an object with the methods \
                   list_connectors, connections and account_status";
     if gateway.is_none() {
@@ -202,16 +206,19 @@ fn tick_of(tick: f64) -> PyResult<Duration> {
 /// `"worker"` (the default: calls run off the waiting thread, on a shared pool, so the
 /// deadline, an interrupt and a card answer never wait for a slow call, nor one row's read
 /// for another's; their answers are fed on the waiting thread) or `"inline"` (on the waiting
-/// thread: only for a gateway that answers at once). The GIL is released while the call
+/// thread: only for a gateway that answers at once; reads then go out one at a time, each
+/// with the time then left, none once the deadline came). The GIL is released while the call
 /// waits; Ctrl-C on the main thread settles the operation `interrupt` and the call returns
-/// that result. An argument of the wrong type or value is a `TypeError`/`ValueError` naming
-/// it, before anything runs. The contract: docs/python.md.
+/// that result. `dialect`: `"connop"` (the default) or `"original"` (the original agent
+/// system's words and argument forms); `available=False` refuses valid arguments. An
+/// argument of the wrong type or value is a `TypeError`/`ValueError` naming it, before
+/// anything runs. The contract: docs/python.md.
 #[pyfunction]
 #[pyo3(signature = (
     args, *, session_key, gateway, surface="", on_card=None, on_update=None, tick=1.0,
     deadline=300.0, local_catalog=Vec::new(), hosted_names=None, tool_call_id=None,
     return_to=None, desktop_return_to=None, interrupt=None, registry=None,
-    agent_session_id=None, calls=None
+    agent_session_id=None, calls=None, dialect=None, available=true
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn manage_connections(
@@ -233,6 +240,8 @@ pub fn manage_connections(
     registry: Option<PyRef<'_, PyRegistry>>,
     agent_session_id: Option<String>,
     calls: Option<&str>,
+    dialect: Option<&str>,
+    available: bool,
 ) -> PyResult<String> {
     let args: Value = match args.cast::<PyString>() {
         Ok(text) => serde_json::from_str(&text.to_cow()?)
@@ -272,6 +281,10 @@ pub fn manage_connections(
     }
     context.interrupt = interrupt.map(|i| i.inner.clone());
     context.agent_session_id = agent_session_id.map(Into::into);
+    context.dialect = crate::compat::dialect(dialect)?;
+    context.available = available;
+    // Calls on this thread run one at a time: the watcher hands them out so.
+    context.serial_calls = inline;
     // No call starter: the calls come out of the driver's step (see `PyCalls`).
     context.calls = None;
     let calls = PyCalls::new(gateway, inline, hosted_names, std::thread::current());

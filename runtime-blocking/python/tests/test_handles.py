@@ -56,7 +56,9 @@ def test_a_host_opened_operation_holds_the_session_and_moves_by_its_handle(regis
     view = op.view()
     assert view["settled"] is False and view["targets"][0]["connect_url"] == "https://c/gmail/2"
     assert view["targets"][0]["connection_id"] == "ca_1"
-    assert op.result() is None
+    live = op.result()
+    assert live["settled_by"] is None and live["targets"][0]["state"] == "initiated", \
+        "the result of an open operation is its current snapshot"
 
     with pytest.raises(connop.InvalidAnswer):
         op.respond({"targets": [{"name": "gmail", "status": "connected"}]})

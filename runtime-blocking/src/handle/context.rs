@@ -7,7 +7,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::random::entropy;
 use connop_core::flow::{DEFAULT_TICK, Flow, FlowConfig, Surface};
 use connop_core::operation::{DEFAULT_DEADLINE, OpId, Target, Text};
-use connop_core::tool::ToolResult;
+use connop_core::tool::{Dialect, ToolResult};
 use connop_core::tool_gateway::DESKTOP_RETURN_TO;
 use serde_json::Value;
 use std::sync::Arc;
@@ -52,6 +52,13 @@ pub struct ToolContext<G: ?Sized> {
     /// for the blocking runtime, inside the operation's future for smol). An in-process
     /// gateway that answers at once can run inline ([`InlineCalls`](crate::InlineCalls)).
     pub calls: Option<Arc<dyn CallStarter>>,
+    /// Whose words the tool speaks (connop's by default).
+    pub dialect: Dialect,
+    /// Whether the host offers connectors in this session (see [`FlowConfig::available`]).
+    pub available: bool,
+    /// The calls run one at a time on the driving thread (see
+    /// [`FlowConfig::serial_calls`]): set it with inline calls.
+    pub serial_calls: bool,
 }
 
 impl<G: ?Sized> ToolContext<G> {
@@ -74,6 +81,9 @@ impl<G: ?Sized> ToolContext<G> {
             interrupt: None,
             clock: Arc::new(SystemClock::new()),
             calls: None,
+            dialect: Dialect::Connop,
+            available: true,
+            serial_calls: false,
         }
     }
 
@@ -88,6 +98,9 @@ impl<G: ?Sized> ToolContext<G> {
         config.tool_call_id = self.tool_call_id.clone();
         config.return_to = self.return_to.clone();
         config.desktop_return_to = self.desktop_return_to.clone();
+        config.dialect = self.dialect;
+        config.available = self.available;
+        config.serial_calls = self.serial_calls;
         config
     }
 
@@ -155,6 +168,24 @@ impl<G: ?Sized> ToolContext<G> {
     }
 }
 
+impl<G: ?Sized> ToolContext<G> {
+    /// Makes an operation that exists before it is registered (the core's
+    /// [`Flow::detached`]): the host moves, settles and reads it through the handle, and
+    /// registers it under the context's session key when it wants
+    /// ([`OpHandle::register`]). Its events go to the context's sink; nothing settles it
+    /// but the host.
+    pub fn detached(&self, targets: Vec<Target>) -> OpHandle {
+        let flow = Flow::detached(targets, self.flow_config(), entropy(), self.clock.now());
+        let env = OpEnv {
+            registry: self.registry.cell().clone(),
+            events: self.events.clone(),
+            calls: self.calls.clone(),
+            clock: self.clock.clone(),
+        };
+        OpHandle::new(flow, env)
+    }
+}
+
 impl<G: ?Sized> Clone for ToolContext<G> {
     fn clone(&self) -> Self {
         ToolContext {
@@ -173,6 +204,9 @@ impl<G: ?Sized> Clone for ToolContext<G> {
             interrupt: self.interrupt.clone(),
             clock: self.clock.clone(),
             calls: self.calls.clone(),
+            dialect: self.dialect,
+            available: self.available,
+            serial_calls: self.serial_calls,
         }
     }
 }
@@ -188,6 +222,7 @@ mod tests {
             name: name.into(),
             kind: Kind::Connector,
             action: TargetAction::Connect,
+            instructions: None,
         }
     }
 

@@ -19,8 +19,9 @@ use connop_core::card::{CardAnswer, CardReply};
 use connop_core::contract::{Actor, SettleReason, TargetState};
 use connop_core::error::CallerError;
 use connop_core::flow::{CallPurpose, Effect, Event, Flow};
+use connop_core::operation::TargetRow;
 use connop_core::operation::{ChangeRecord, OpId, Patch, Text};
-use connop_core::payload::OperationView;
+use connop_core::payload::{CardRequest, OperationResult, OperationView};
 use connop_core::registry::{Registry, RegistryEntry};
 use connop_core::time::Timestamp;
 use connop_core::tool::ToolResult;
@@ -439,6 +440,96 @@ impl OpHandle {
         actor: Actor,
     ) -> Result<ChangeRecord, CallerError> {
         self.apply(|flow, now| flow.handle_refresh(name, connect_url, detail, actor, now))
+    }
+
+    /// Registers a detached operation ([`ToolContext::detached`](super::ToolContext::detached))
+    /// under its session key (and `profile`, when given): refused, with the open operation's
+    /// id, when the session has an unsettled one; the operation then goes on unregistered.
+    /// Only for a detached operation that has not settled.
+    pub fn register(&self, profile: Option<Text>) -> Result<Result<(), OpId>, CallerError> {
+        self.apply(|flow, _| flow.handle_register(profile))?;
+        let state = self.lock();
+        Ok(state.flow.registration().unwrap_or(Ok(())))
+    }
+
+    /// One pass of the watcher over a detached operation, its reads run on this thread by
+    /// `call`, one at a time, each answer fed before the next read starts (the core's
+    /// [`Flow::handle_observe`]). `call` may reach the operation (a card answer landing
+    /// during a read): no lock is held while it runs.
+    pub fn observe(
+        &self,
+        call: &mut dyn FnMut(&GatewayCall) -> Result<GatewayReply, GatewayError>,
+    ) -> Result<(), CallerError> {
+        self.apply(|flow, now| flow.handle_observe(now))?;
+        loop {
+            let calls = std::mem::take(&mut self.lock().for_driver);
+            if calls.is_empty() {
+                return Ok(());
+            }
+            for (id, request) in calls {
+                if self.awaits(id) {
+                    let answer = call(&request);
+                    self.deliver(id, answer);
+                }
+            }
+        }
+    }
+
+    /// Removes the operation's registry entry, if the entry is still this operation (a late
+    /// close never evicts a newer one). It goes on unregistered.
+    pub fn close_registration(&self) {
+        let Some(op_id) = self.0.op_id else { return };
+        let key = self.lock().flow.registry_key().clone();
+        let closed = lock(&self.0.env.registry).close(&key, op_id);
+        drop(closed);
+    }
+
+    /// The session key it registers under.
+    pub fn session_key(&self) -> Text {
+        self.lock().flow.registry_key().session_key.clone()
+    }
+
+    /// Settles `all_resolved` if every target resolved; returns whether this call settled.
+    pub fn settle_if_all_resolved(&self) -> bool {
+        self.apply(|flow, now| flow.handle_settle_if_all_resolved(now))
+    }
+
+    /// Replaces what a local MCP server's row needs from the environment (no move).
+    pub fn set_required_env(
+        &self,
+        name: &str,
+        env: Option<serde_json::Value>,
+    ) -> Result<(), CallerError> {
+        self.lock().flow.set_required_env(name, env)
+    }
+
+    /// The card request as it would be now (the card path emits it once).
+    pub fn card_request(&self) -> Option<CardRequest> {
+        self.lock().flow.card_request()
+    }
+
+    /// The operation as its host reads it at any time: the live rows while open, the frozen
+    /// snapshot once settled.
+    pub fn host_result(&self) -> Option<OperationResult> {
+        self.lock().flow.host_result()
+    }
+
+    /// One row as it stands, and when the watcher reads it next at the earliest (after a
+    /// 429), if it holds it back.
+    pub fn target(&self, name: &str) -> Option<(TargetRow, Option<Timestamp>)> {
+        let state = self.lock();
+        let row = state.flow.operation()?.row(name)?.clone();
+        Some((row, state.flow.next_read_at(name)))
+    }
+
+    /// The rows' names, in order.
+    pub fn target_names(&self) -> Vec<Text> {
+        let state = self.lock();
+        state
+            .flow
+            .operation()
+            .map(|op| op.rows().iter().map(|r| r.name.clone()).collect())
+            .unwrap_or_default()
     }
 
     /// The browser came back from the vendor (SPEC §12.1): reads the named live row (every

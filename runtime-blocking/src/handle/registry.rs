@@ -33,6 +33,15 @@ impl SharedRegistry {
         }
     }
 
+    /// The same entries seen from another profile: its sessions, and operations registered
+    /// under it (a host serving several profiles in one process).
+    pub fn for_profile(&self, profile: impl Into<Text>) -> Self {
+        SharedRegistry {
+            profile: profile.into(),
+            inner: self.inner.clone(),
+        }
+    }
+
     /// The profile.
     pub fn profile(&self) -> &Text {
         &self.profile
@@ -72,6 +81,12 @@ impl SharedRegistry {
     pub fn close(&self, key: &RegistryKey, op_id: OpId) {
         let closed = self.lock().close(key, op_id);
         drop(closed);
+    }
+
+    /// Forgets every entry (a test's fresh start); the operations go on unregistered.
+    pub fn clear(&self) {
+        let cleared = self.lock().clear();
+        drop(cleared);
     }
 
     /// How many entries there are.

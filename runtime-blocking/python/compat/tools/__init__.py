@@ -1,7 +1,7 @@
 """The original agent's module layout laid over connop (SPEC §12.7).
 
 Only the modules its connector tests import are here: ``tools.connectors.{contract, live,
-operation, tool, managed, gateway.client}`` and ``tools.interrupt``. They hold no rule of
-their own: each reads what a host (or a test) sets on it at call time and hands it to the
+operation, tool, managed, run, gateway.client, gateway.errors}``, ``tools.interrupt`` and
+(beside this package) ``hermes_constants``. They hold no rule of their own: each reads what a host (or a test) sets on it at call time and hands it to the
 ``connop`` module, where the core decides everything.
 """

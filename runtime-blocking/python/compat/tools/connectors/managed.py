@@ -1,9 +1,12 @@
 """What the managed tool reads from its host at each call: the watcher tick, the local MCP
-catalog, and which connector names the hosted gateway offers (the misroute check)."""
+catalog, which connector names the hosted gateway offers (the misroute check), and the
+session's surface."""
 
 from __future__ import annotations
 
 from typing import Any, Iterable, Optional, Set
+
+from .gateway.client import session_platform  # noqa: F401  (a seam hosts patch here too)
 
 WATCH_TICK_SECONDS: float = 1.0
 
@@ -28,3 +31,10 @@ def hosted_names(client: Any = None) -> Optional[Iterable[str]]:
     if isinstance(rows, dict):
         rows = rows.get("items", ())
     return {row["connector"] for row in rows if isinstance(row, dict) and "connector" in row}
+
+
+def _observe(client: Any, operation: Any) -> None:
+    """One pass of the watcher over a host's operation: each live target with an account id
+    is read once through ``client.account_status``, on this thread, with connop's rules (the
+    moves, late reads dropped, a rate limit holding every target back)."""
+    operation._handle.observe(client)

@@ -933,6 +933,7 @@ pub(crate) mod tests {
             connect_url: Some(url.into()),
             connection_id: Some(id.into()),
             detail: None,
+            extra: None,
         }
     }
 

@@ -26,6 +26,15 @@ def desktop_return_to() -> str:
     return DESKTOP_DEV_APP if os.environ.get("HERMES_DESKTOP_DEV_SERVER") else DESKTOP_APP
 
 
+class ConnectorClient(connop.TransportGateway):
+    """The tool gateway's client over a host's HTTP transport, as the original's
+    ``ConnectorClient(transport=, endpoint_resolver=, header_provider=)``:
+    ``transport.request(method, url, *, headers, json, timeout)`` sends one request;
+    ``endpoint_resolver()`` names the gateway's origin; ``header_provider(url)`` gives each
+    request's credentials. Routes, bodies, pagination, retries and status mapping are
+    connop's; its calls run on the tool call's thread, one at a time."""
+
+
 def default_client() -> connop.HttpGateway:
     """connop's HTTP client for ``CONNECTOR_GATEWAY_URL`` / ``CONNECTOR_GATEWAY_TOKEN``."""
     client = connop.HttpGateway.from_env()

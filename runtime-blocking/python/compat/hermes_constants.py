@@ -1,0 +1,35 @@
+"""The profile home, as the original agent system names it: the process's home
+(``HERMES_HOME``, else ``~/.hermes``), which a turn run for another profile overrides for
+its own context. ``tools.connectors.live`` keys its registry by it: two profiles served by
+one process may use the same session key without seeing each other's operations."""
+
+from __future__ import annotations
+
+import contextvars
+import os
+from pathlib import Path
+from typing import Optional, Union
+
+_override: "contextvars.ContextVar[Optional[str]]" = contextvars.ContextVar(
+    "hermes_home_override", default=None)
+
+
+def process_hermes_home() -> Path:
+    """The process's own profile home, whatever a turn overrides."""
+    return Path(os.environ.get("HERMES_HOME") or Path.home() / ".hermes")
+
+
+def get_hermes_home() -> Path:
+    """The profile home of the current context: its override, else the process's."""
+    override = _override.get()
+    return Path(override) if override else process_hermes_home()
+
+
+def set_hermes_home_override(home: Union[str, Path]) -> contextvars.Token:
+    """Runs the current context as the profile at ``home``; returns the token to reset."""
+    return _override.set(os.fspath(home))
+
+
+def reset_hermes_home_override(token: contextvars.Token) -> None:
+    """Ends an override."""
+    _override.reset(token)

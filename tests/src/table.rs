@@ -913,7 +913,7 @@ impl Backend for InProcess {
 
 /// The simulated tool gateway over real loopback HTTP, reached through the isahc clients.
 pub struct OverHttp {
-    server: connop_smol::app::sim_gateway::SimToolGateway,
+    server: connop_app::sim_gateway::SimToolGateway,
     blocking: Arc<dyn BlockingToolGateway>,
     asynchronous: Arc<dyn AsyncToolGateway>,
 }
@@ -921,7 +921,7 @@ pub struct OverHttp {
 impl OverHttp {
     /// Starts a simulated gateway with a token, and clients for it.
     pub fn start() -> Self {
-        use connop_smol::app::sim_gateway::{SimOptions, SimToolGateway};
+        use connop_app::sim_gateway::{SimOptions, SimToolGateway};
         let token = "table-token";
         // The scenarios name accounts as the scripted gateway does (`ca_gmail_1`).
         let server = SimToolGateway::start(SimOptions::default().token(token).numbered_ids())
@@ -939,7 +939,7 @@ impl OverHttp {
     }
 
     /// The server, for tests that inspect it.
-    pub fn server(&self) -> &connop_smol::app::sim_gateway::SimServer {
+    pub fn server(&self) -> &connop_app::sim_gateway::SimServer {
         self.server.server()
     }
 
@@ -947,7 +947,7 @@ impl OverHttp {
         &self,
         method: &str,
         path_prefix: &str,
-    ) -> Vec<connop_smol::app::sim_gateway::SimRequest> {
+    ) -> Vec<connop_app::sim_gateway::SimRequest> {
         self.server()
             .log()
             .into_iter()
@@ -958,7 +958,7 @@ impl OverHttp {
 
 /// The simulated gateway's `/sim/state` for a scripted world (the seeds' knobs).
 pub fn sim_state(world: &ScriptedToolGateway) -> Value {
-    use connop_smol::app::sim_gateway::CATALOG;
+    use connop_app::sim_gateway::CATALOG;
     let step = |s: &ScriptedRead| match s {
         ScriptedRead::Status(status) => json!(status.as_str()),
         ScriptedRead::NotFound => json!({"http": 404}),

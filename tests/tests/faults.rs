@@ -8,7 +8,7 @@ use connop_core::flow::{Event, Surface};
 use connop_core::tool_gateway::{AsyncToolGateway, BlockingToolGateway};
 use connop_core::wire::ClientConfig;
 use connop_fixtures::ScriptedToolGateway;
-use connop_smol::app::sim_gateway::SimRequest;
+use connop_app::sim_gateway::SimRequest;
 use connop_tests::table::{Backend, OverHttp, Runtime};
 use serde_json::{Value, json};
 use std::sync::Arc;

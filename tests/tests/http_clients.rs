@@ -10,7 +10,7 @@ use connop_core::tool_gateway::{
 };
 use connop_core::wire::ClientConfig;
 use connop_fixtures::canned::{Canned, Server, account_body, mint_request, reply};
-use connop_smol::app::sim_gateway::{SimOptions, SimToolGateway};
+use connop_app::sim_gateway::{SimOptions, SimToolGateway};
 use connop_smol::http::AsyncHttpToolGateway;
 use serde_json::json;
 use std::net::TcpListener;

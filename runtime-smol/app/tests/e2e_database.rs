@@ -208,10 +208,15 @@ fn said(api: &Api, what: &str, want: impl Fn(&str) -> bool) {
 fn timed(api: &Api, method: &str, path: &str, body: Option<&Value>) -> (u16, Value, Duration) {
     use isahc::ReadResponseExt;
     use isahc::config::Configurable;
-    let request = isahc::Request::builder()
+    let mut request = isahc::Request::builder()
         .method(method)
         .uri(format!("{}{path}", api.url))
-        .timeout(Duration::from_secs(30))
+        .timeout(Duration::from_secs(30));
+    if body.is_some() {
+        // Writes with a body take JSON only.
+        request = request.header("content-type", "application/json");
+    }
+    let request = request
         .body(body.map(Value::to_string).unwrap_or_default())
         .unwrap();
     let started = Instant::now();

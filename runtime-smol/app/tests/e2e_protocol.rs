@@ -267,6 +267,7 @@ fn sighup_settles_like_sigterm_and_ends_the_agent_commands() {
     let manages = open_operations(&mut gw, 3);
     let started = isahc::send(
         isahc::Request::post(format!("{http}/v1/runs"))
+            .header("content-type", "application/json")
             .body(json!({"input": "go"}).to_string())
             .unwrap(),
     )

@@ -1031,6 +1031,35 @@ impl Flow {
         }
     }
 
+    /// A move the backend witnessed: a mint or a read found the account. On a `pending` row
+    /// that is the witness that the attempt started, so the row first steps `→ initiated` (as
+    /// `backend_watcher`, with `witness`: what the mint handed out), then moves to `to` (as
+    /// `actor`, with `patch`) unless that first step settled the operation. A row past
+    /// `pending` moves to `to` alone.
+    fn witnessed_move(
+        &mut self,
+        index: usize,
+        witness: Patch,
+        to: TargetState,
+        actor: Actor,
+        patch: Patch,
+        now: Timestamp,
+    ) {
+        if self.op().rows()[index].state == TargetState::Pending {
+            self.step(
+                index,
+                TargetState::Initiated,
+                Actor::BackendWatcher,
+                witness,
+                now,
+            );
+            if self.op().is_settled() {
+                return;
+            }
+        }
+        self.step(index, to, actor, patch, now);
+    }
+
     /// An effective change: a frame on the card path, and a wake for the watcher.
     fn on_change(&mut self, change: ChangeRecord, now: Timestamp) {
         if self.stage == Stage::Done {

@@ -5,7 +5,7 @@
 use super::{Flow, Purpose, Stage, Wake, WakeReason};
 use crate::contract::{Actor, TargetState};
 use crate::error::CallerError;
-use crate::operation::{Patch, Text, TransitionError};
+use crate::operation::{Patch, TransitionError};
 use crate::time::Timestamp;
 use crate::tool_gateway::{AccountStatus, CallId, GatewayCall, GatewayError, GatewayReply};
 use std::time::Duration;
@@ -333,40 +333,6 @@ impl Flow {
         self.watch.backoff_until = Some(self.watch.backoff_until.map_or(until, |b| b.max(until)));
     }
 
-    /// A watcher move: on a pending row the read is the witness that the attempt started, so
-    /// it first steps `→initiated`.
-    fn watch_move(
-        &mut self,
-        index: usize,
-        to: TargetState,
-        actor: Actor,
-        detail: Option<Text>,
-        now: Timestamp,
-    ) {
-        if self.op().rows()[index].state == TargetState::Pending {
-            self.step(
-                index,
-                TargetState::Initiated,
-                Actor::BackendWatcher,
-                Patch::default(),
-                now,
-            );
-        }
-        // Not once the first step settled it (a watched operation whose rows all resolved).
-        if matches!(self.stage, Stage::Watching | Stage::Held) {
-            self.step(
-                index,
-                to,
-                actor,
-                Patch {
-                    detail,
-                    ..Patch::default()
-                },
-                now,
-            );
-        }
-    }
-
     /// An account read answered. A row that is no longer live drops it.
     pub(super) fn on_read(
         &mut self,
@@ -389,7 +355,11 @@ impl Flow {
                     AccountStatus::Pending => None,
                 };
                 if let Some((to, actor)) = to {
-                    self.watch_move(index, to, actor, detail, now);
+                    let patch = Patch {
+                        detail,
+                        ..Patch::default()
+                    };
+                    self.witnessed_move(index, Patch::default(), to, actor, patch, now);
                 }
             }
             Err(GatewayError::RateLimited { retry_after }) => self.back_off(retry_after, now),
@@ -421,11 +391,16 @@ impl Flow {
                     } else {
                         None
                     };
-                    self.watch_move(
+                    let patch = Patch {
+                        detail,
+                        ..Patch::default()
+                    };
+                    self.witnessed_move(
                         index,
+                        Patch::default(),
                         TargetState::Connected,
                         Actor::BackendWatcher,
-                        detail,
+                        patch,
                         now,
                     );
                     if self.stage != Stage::Watching {

@@ -545,27 +545,11 @@ mod tests {
     fn watching(deadline: Duration) -> (Flow, CallId, CallId) {
         let mut config = FlowConfig::new(RegistryKey::new("/h", "s"));
         config.deadline = deadline;
-        let args = json!({"action": "connect", "connectors": ["gmail", "notion"]});
-        let mut flow = Flow::start(&args, config, [1, 2, 3, 4, 5, 6], T0);
-        let mut reads = Vec::new();
-        while let Some(effect) = flow.poll_effect() {
-            match effect {
-                Effect::Register { .. } => {
-                    flow.handle_input(Input::Registered(Ok(())), T0).unwrap();
-                }
-                Effect::Call {
-                    id,
-                    call: GatewayCall::Mint(mint),
-                } => {
-                    let minted = super::super::testing::minted(&mint);
-                    flow.handle_gateway(id, Ok(minted), T0).unwrap();
-                }
-                Effect::Call { id, .. } => reads.push(id),
-                _ => {}
-            }
-        }
-        assert_eq!(reads.len(), 2, "both rows read at once after the card");
-        (flow, reads[0], reads[1])
+        let (flow, reads) = watching_with(config);
+        let [(gmail, _), (notion, _)] = reads.as_slice() else {
+            panic!("both rows read at once after the card: {reads:?}")
+        };
+        (flow, *gmail, *notion)
     }
 
     fn pending(id: &str) -> Result<GatewayReply, GatewayError> {

@@ -129,7 +129,8 @@ pub use card::{CardAnswer, CardReply};
 pub use contract::{Actor, Kind, SettleReason, TargetAction, TargetState};
 pub use error::CallerError;
 pub use flow::{
-    CallPurpose, Effect, Event, Flow, FlowConfig, Handled, Input, Path, Surface, Wake, WakeReason,
+    CallPurpose, Effect, Event, Flow, FlowConfig, Handled, Input, OperationOptions, Path, Surface,
+    Wake, WakeReason,
 };
 pub use operation::{ChangeRecord, OpId, Operation, Patch, Target, Text, TransitionError};
 pub use registry::{Registry, RegistryEntry, RegistryKey};
@@ -143,7 +144,8 @@ pub mod prelude {
     pub use crate::contract::{Actor, SettleReason, TargetState};
     pub use crate::error::CallerError;
     pub use crate::flow::{
-        Effect, Event, Flow, FlowConfig, Handled, Input, Path, Surface, Wake, WakeReason,
+        Effect, Event, Flow, FlowConfig, Handled, Input, OperationOptions, Path, Surface, Wake,
+        WakeReason,
     };
     pub use crate::operation::{OpId, Patch, Text};
     pub use crate::registry::{Registry, RegistryEntry, RegistryKey};

@@ -473,9 +473,9 @@ fn configure<G: ?Sized>(
     clock: &Arc<AutoClock>,
 ) {
     ctx.surface = scenario.surface.clone();
-    ctx.tick = Duration::from_secs_f64(scenario.tick);
-    ctx.deadline = Duration::from_secs_f64(scenario.deadline);
-    ctx.local_catalog = scenario.catalog.iter().map(|s| (*s).into()).collect();
+    ctx.options.tick = Duration::from_secs_f64(scenario.tick);
+    ctx.options.deadline = Duration::from_secs_f64(scenario.deadline);
+    ctx.options.local_catalog = scenario.catalog.iter().map(|s| (*s).into()).collect();
     ctx.events = events;
     ctx.interrupt = Some(interrupt.clone());
     ctx.agent_session_id = Some("20260914_rotated_agent_id".into());

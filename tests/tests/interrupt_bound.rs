@@ -43,7 +43,7 @@ fn trigger_to_return(runtime: Runtime, read_latency: Duration) -> Duration {
                 ctx.surface = Surface::Desktop;
                 ctx.events = Some(events);
                 ctx.interrupt = Some(interrupt_for_tool);
-                ctx.tick = Duration::from_secs(60);
+                ctx.options.tick = Duration::from_secs(60);
                 connop_blocking::manage_connections(&args, &ctx).to_value()
             }
             Runtime::Smol => {
@@ -52,7 +52,7 @@ fn trigger_to_return(runtime: Runtime, read_latency: Duration) -> Duration {
                 ctx.surface = Surface::Desktop;
                 ctx.events = Some(events);
                 ctx.interrupt = Some(interrupt_for_tool);
-                ctx.tick = Duration::from_secs(60);
+                ctx.options.tick = Duration::from_secs(60);
                 smol::block_on(connop_smol::manage_connections(&args, &ctx)).to_value()
             }
         };

@@ -29,8 +29,8 @@ fn worker_calls_rearm_the_tick_after_answers_that_move_nothing() {
     let gateway = SharedToolGateway::new(ScriptedToolGateway::new().flips(&[("gmail", 3)]));
     gateway.set_latency(Duration::from_millis(5));
     let mut ctx = context(&gateway);
-    ctx.tick = Duration::from_millis(10);
-    ctx.deadline = Duration::from_secs(30);
+    ctx.options.tick = Duration::from_millis(10);
+    ctx.options.deadline = Duration::from_secs(30);
     let started = Instant::now();
     let result = connop_blocking::manage_connections(
         &json!({"action": "connect", "connectors": ["gmail"]}),
@@ -121,7 +121,7 @@ fn operations_share_the_call_threads_instead_of_starting_one_each() {
         );
         ctx.surface = Surface::Desktop;
         ctx.events = Some(Arc::new(|_: &Event| {}));
-        ctx.tick = Duration::from_millis(1);
+        ctx.options.tick = Duration::from_millis(1);
         let result = connop_blocking::manage_connections(
             &json!({"action": "connect", "connectors": ["gmail"]}),
             &ctx,
@@ -427,7 +427,7 @@ fn wakes_for_thirty_reads(
     if let Some(clock) = clock {
         ctx.clock = clock;
     }
-    ctx.tick = tick;
+    ctx.options.tick = tick;
     let starter = Arc::new(WorkerCalls::new(Arc::new(gateway.clone())));
     let op = ctx.start(
         &json!({"action": "connect", "connectors": ["gmail", "notion", "slack"]}),
@@ -524,7 +524,7 @@ fn a_rows_stalled_read_on_the_call_pool_never_delays_another_rows_reads() {
         result
     }));
     let mut ctx = context(&gateway);
-    ctx.tick = Duration::from_millis(20);
+    ctx.options.tick = Duration::from_millis(20);
     let interrupt = Interrupt::new();
     ctx.interrupt = Some(interrupt.clone());
     let (connected_tx, connected) = channel::<()>();

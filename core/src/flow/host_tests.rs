@@ -95,7 +95,7 @@ fn an_opened_operation_refused_by_the_registry_returns_the_tools_error() {
 #[test]
 fn every_call_says_why_it_was_made_while_it_is_awaited() {
     let mut config = config();
-    config.local_catalog = vec!["notion".into()];
+    config.options.local_catalog = vec!["notion".into()];
     let args = json!({"action": "connect", "connectors": ["notion"]});
     let mut flow = Flow::start(&args, config, [7; 6], T0);
     drain(&mut flow);

@@ -47,6 +47,37 @@ pub use watch::{MAX_READ_TIMEOUT, MIN_READ_TIMEOUT};
 /// The default watcher tick (SPEC §5.5).
 pub const DEFAULT_TICK: Duration = Duration::from_secs(1);
 
+/// The shortest watcher tick a host runs: a shorter one (0 included) would read each account
+/// again as soon as the last read answered, keeping a core busy for as long as the operation
+/// waits.
+pub const MIN_TICK: Duration = Duration::from_millis(10);
+
+/// What a host chooses once for every operation it runs (from its command line, or its own
+/// settings) and carries unchanged to each flow: the watcher's tick, the deadline, and the
+/// names its local MCP catalog serves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OperationOptions {
+    /// The watcher tick: each row's reads are this far apart unless a change or a return
+    /// hint calls for one at once.
+    pub tick: Duration,
+    /// How long an operation stays open before it settles `deadline`.
+    pub deadline: Duration,
+    /// Names the local MCP catalog serves: a failed mint of one of these that the tool
+    /// gateway does not list is a local MCP server, not an account (the misroute check).
+    pub local_catalog: Vec<Text>,
+}
+
+impl Default for OperationOptions {
+    /// A 1 s tick, a 300 s deadline, no local catalog.
+    fn default() -> Self {
+        OperationOptions {
+            tick: DEFAULT_TICK,
+            deadline: crate::operation::DEFAULT_DEADLINE,
+            local_catalog: Vec::new(),
+        }
+    }
+}
+
 /// The surface the host's session runs on. It decides card or links (SPEC §5.3).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Surface {
@@ -131,12 +162,8 @@ pub struct FlowConfig {
     pub surface: Surface,
     /// Whether the host has a card callback.
     pub card_callback: bool,
-    /// The watcher tick.
-    pub tick: Duration,
-    /// The operation deadline.
-    pub deadline: Duration,
-    /// Names the local MCP catalog serves (the misroute check).
-    pub local_catalog: Vec<Text>,
+    /// The host's tick, deadline and local catalog.
+    pub options: OperationOptions,
     /// The agent's tool call id, echoed in the card request.
     pub tool_call_id: Option<Text>,
     /// Where the vendor sends the browser back after a decision (the mint's `returnTo`), on
@@ -166,9 +193,7 @@ impl FlowConfig {
             registry_key,
             surface: Surface::Unset,
             card_callback: true,
-            tick: DEFAULT_TICK,
-            deadline: crate::operation::DEFAULT_DEADLINE,
-            local_catalog: Vec::new(),
+            options: OperationOptions::default(),
             tool_call_id: None,
             return_to: None,
             desktop_return_to: crate::tool_gateway::DESKTOP_RETURN_TO.into(),
@@ -382,7 +407,7 @@ impl Flow {
     #[must_use = "a flow does nothing until its effects are drained"]
     pub fn start(args: &Value, config: FlowConfig, entropy: [u8; 6], now: Timestamp) -> Flow {
         let path = Path::choose(&config.surface, config.card_callback);
-        let deadline = config.deadline;
+        let deadline = config.options.deadline;
         let available = config.available;
         let mut flow = Flow::blank(config, path);
         let args = match tool::parse_args_in(args, flow.dialect) {
@@ -443,8 +468,8 @@ impl Flow {
             path,
             registry_key: config.registry_key,
             surface: config.surface,
-            tick: config.tick,
-            local_catalog: config.local_catalog,
+            tick: config.options.tick,
+            local_catalog: config.options.local_catalog,
             tool_call_id: config.tool_call_id,
             return_to: config.return_to,
             desktop_return_to: config.desktop_return_to,
@@ -478,7 +503,7 @@ impl Flow {
         entropy: [u8; 6],
         now: Timestamp,
     ) -> Flow {
-        let deadline = config.deadline;
+        let deadline = config.options.deadline;
         let mut flow = Flow::blank(config, Path::Card);
         flow.held = true;
         let op = Operation::new(OpId::from_entropy(entropy), targets, now, deadline);
@@ -506,7 +531,7 @@ impl Flow {
         entropy: [u8; 6],
         now: Timestamp,
     ) -> Flow {
-        let deadline = config.deadline;
+        let deadline = config.options.deadline;
         let mut flow = Flow::blank(config, Path::Card);
         flow.held = true;
         flow.host_settles = true;

@@ -479,8 +479,8 @@ mod tests {
     #[test]
     fn with_calls_one_at_a_time_each_read_starts_when_the_last_answered_with_the_time_then_left() {
         let mut config = FlowConfig::new(RegistryKey::new("/h", "s"));
-        config.deadline = Duration::from_millis(1_800);
-        config.tick = Duration::from_secs(10);
+        config.options.deadline = Duration::from_millis(1_800);
+        config.options.tick = Duration::from_secs(10);
         config.serial_calls = true;
         let (mut flow, first) = watching_with(config);
         assert_eq!(first.len(), 1, "one read out at a time: {first:?}");
@@ -523,7 +523,7 @@ mod tests {
     #[test]
     fn with_calls_one_at_a_time_every_row_is_read_once_before_any_twice() {
         let mut config = FlowConfig::new(RegistryKey::new("/h", "s"));
-        config.tick = Duration::ZERO;
+        config.options.tick = Duration::ZERO;
         config.serial_calls = true;
         let (mut flow, mut out) = watching_with(config);
         let mut order = Vec::new();
@@ -544,7 +544,7 @@ mod tests {
     /// A flow watching gmail and notion; returns their first reads' call ids.
     fn watching(deadline: Duration) -> (Flow, CallId, CallId) {
         let mut config = FlowConfig::new(RegistryKey::new("/h", "s"));
-        config.deadline = deadline;
+        config.options.deadline = deadline;
         let (flow, reads) = watching_with(config);
         let [(gmail, _), (notion, _)] = reads.as_slice() else {
             panic!("both rows read at once after the card: {reads:?}")

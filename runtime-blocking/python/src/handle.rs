@@ -112,7 +112,7 @@ impl PyRegistry {
         let targets = parse_targets(targets)?;
         let mut context: ToolContext<()> =
             ToolContext::new(self.inner.clone(), session_key, Arc::new(()));
-        context.deadline = seconds(deadline, "deadline")?;
+        context.options.deadline = seconds(deadline, "deadline")?;
         context.surface = Surface::Unset;
         context.events = on_update.map(|update| events(None, Some(update), None));
         context.interrupt = interrupt.map(|i| i.inner.clone());
@@ -143,7 +143,7 @@ impl PyRegistry {
         let (targets, envs) = host_targets(targets)?;
         let mut context: ToolContext<()> =
             ToolContext::new(self.inner.clone(), session_key, Arc::new(()));
-        context.deadline = seconds(deadline, "deadline")?;
+        context.options.deadline = seconds(deadline, "deadline")?;
         context.surface = Surface::Unset;
         context.tool_call_id = tool_call_id.map(Into::into);
         context.events = on_update.map(|update| events(None, Some(update), None));

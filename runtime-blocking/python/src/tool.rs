@@ -5,7 +5,7 @@ use crate::convert::{from_py, to_py};
 use crate::gateway::{PyCalls, PyGateway, PyHttpGateway, seconds};
 use crate::handle::{PyInterrupt, PyRegistry, default_registry};
 use connop_blocking::{EventSink, Next, OpHandle, ToolContext};
-use connop_core::flow::{Event, Surface};
+use connop_core::flow::{Event, MIN_TICK, OperationOptions, Surface};
 use connop_core::tool_gateway::BlockingToolGateway;
 use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -100,10 +100,6 @@ pub fn events(
     })
 }
 
-/// The ticks a caller may ask for are at least this long: a shorter one (0 included) would
-/// read each account again as soon as the last read answered, keeping a core busy for as
-/// long as the operation waits.
-pub const MIN_TICK: Duration = Duration::from_millis(10);
 
 /// The surfaces a caller may name, and the messaging name that stands for every chat
 /// platform (links, as `cli`).
@@ -271,9 +267,11 @@ pub fn manage_connections(
     context.surface = surface;
     let card_failure = CardFailure::new();
     context.events = on_card.map(|card| events(Some(card), on_update, Some(card_failure.clone())));
-    context.tick = tick;
-    context.deadline = deadline;
-    context.local_catalog = local_catalog.iter().map(|n| n.as_str().into()).collect();
+    context.options = OperationOptions {
+        tick,
+        deadline,
+        local_catalog: local_catalog.iter().map(|n| n.as_str().into()).collect(),
+    };
     context.tool_call_id = tool_call_id.map(Into::into);
     context.return_to = return_to.map(Into::into);
     if let Some(name) = desktop_return_to {

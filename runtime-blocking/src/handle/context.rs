@@ -5,16 +5,15 @@ use super::op::{CallStarter, EventSink, OpEnv, OpHandle};
 use super::registry::SharedRegistry;
 use crate::clock::{Clock, SystemClock};
 use crate::random::entropy;
-use connop_core::flow::{DEFAULT_TICK, Flow, FlowConfig, Surface};
-use connop_core::operation::{DEFAULT_DEADLINE, OpId, Target, Text};
+use connop_core::flow::{Flow, FlowConfig, OperationOptions, Surface};
+use connop_core::operation::{OpId, Target, Text};
 use connop_core::tool::{Dialect, ToolResult};
 use connop_core::tool_gateway::DESKTOP_RETURN_TO;
 use serde_json::Value;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// What the host tells a tool call (SPEC §11): where it registers, which surface the session
-/// has, where events go, which tool gateway to use, the operation's timings and clock.
+/// has, where events go, which tool gateway to use, the operation's options and clock.
 /// Generic over the gateway so both runtimes share it.
 pub struct ToolContext<G: ?Sized> {
     /// The process's registry.
@@ -29,12 +28,8 @@ pub struct ToolContext<G: ?Sized> {
     pub events: Option<EventSink>,
     /// The tool gateway.
     pub gateway: Arc<G>,
-    /// Names the local MCP catalog serves.
-    pub local_catalog: Vec<Text>,
-    /// The watcher tick.
-    pub tick: Duration,
-    /// The operation deadline.
-    pub deadline: Duration,
+    /// The host's tick, deadline and local catalog, carried to the flow as they are.
+    pub options: OperationOptions,
     /// The agent's tool call id.
     pub tool_call_id: Option<Text>,
     /// Where the vendor sends the browser back (the mint's `returnTo`, SPEC §12.1); `None`:
@@ -72,9 +67,7 @@ impl<G: ?Sized> ToolContext<G> {
             surface: Surface::Unset,
             events: None,
             gateway,
-            local_catalog: Vec::new(),
-            tick: DEFAULT_TICK,
-            deadline: DEFAULT_DEADLINE,
+            options: OperationOptions::default(),
             tool_call_id: None,
             return_to: None,
             desktop_return_to: DESKTOP_RETURN_TO.into(),
@@ -92,9 +85,7 @@ impl<G: ?Sized> ToolContext<G> {
         let mut config = FlowConfig::new(self.registry.key(&self.session_key));
         config.surface = self.surface.clone();
         config.card_callback = self.events.is_some();
-        config.tick = self.tick;
-        config.deadline = self.deadline;
-        config.local_catalog = self.local_catalog.clone();
+        config.options = self.options.clone();
         config.tool_call_id = self.tool_call_id.clone();
         config.return_to = self.return_to.clone();
         config.desktop_return_to = self.desktop_return_to.clone();
@@ -195,9 +186,7 @@ impl<G: ?Sized> Clone for ToolContext<G> {
             surface: self.surface.clone(),
             events: self.events.clone(),
             gateway: self.gateway.clone(),
-            local_catalog: self.local_catalog.clone(),
-            tick: self.tick,
-            deadline: self.deadline,
+            options: self.options.clone(),
             tool_call_id: self.tool_call_id.clone(),
             return_to: self.return_to.clone(),
             desktop_return_to: self.desktop_return_to.clone(),

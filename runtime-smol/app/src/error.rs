@@ -80,7 +80,7 @@ pub enum UsageError {
     /// A tick so short that the watcher would read the tool gateway without a pause.
     #[error(
         "--tick must be at least {} seconds (each live row is read once per tick), not {value}",
-        crate::cli::MIN_TICK.as_secs_f64()
+        connop_core::flow::MIN_TICK.as_secs_f64()
     )]
     TickTooShort {
         /// What was given.

@@ -1,6 +1,7 @@
 //! `connop`: connection operations for AI-agent gateways, from the command line.
 
 use clap::{Args, Parser, Subcommand};
+use connop_core::flow::OperationOptions;
 use connop_core::operation::Text;
 use connop_app::api::executor::TurnExecutor;
 use connop_app::api::{ApiConfig, DEFAULT_MAX_BODY};
@@ -108,6 +109,21 @@ struct Timings {
         env = "CONNOP_MCP_CATALOG"
     )]
     mcp_catalog: Vec<String>,
+}
+
+impl Timings {
+    /// The operations' options, built once from the flags: a usage error names a bad one.
+    fn options(&self) -> Result<OperationOptions, UsageError> {
+        Ok(OperationOptions {
+            deadline: seconds("deadline", self.deadline)?,
+            tick: tick(self.tick)?,
+            local_catalog: self
+                .mcp_catalog
+                .iter()
+                .map(|s| Text::from(s.trim()))
+                .collect(),
+        })
+    }
 }
 
 #[derive(Args)]
@@ -283,17 +299,12 @@ struct SimArgs {
     allow_host: Vec<String>,
 }
 
-fn catalog(names: &[String]) -> Vec<Text> {
-    names.iter().map(|s| Text::from(s.trim())).collect()
-}
-
 /// Runs the command; `Ok` carries its exit status.
 fn run(cli: Cli) -> Result<u8, AppError> {
     match cli.command {
         Command::Serve(args) => {
             // Flags first: nothing starts on a bad one.
-            let tick = tick(args.timings.tick)?;
-            let deadline = seconds("deadline", args.timings.deadline)?;
+            let options = args.timings.options()?;
             check_exposure(
                 &args.listen,
                 args.http,
@@ -303,13 +314,11 @@ fn run(cli: Cli) -> Result<u8, AppError> {
             )?;
             // Before the first `listening` line (the embedded tool gateway's, if any).
             let signals = watch_signals()?;
-            let (catalog, max_output) = (catalog(&args.timings.mcp_catalog), args.max_output);
+            let max_output = args.max_output;
             let rpc = Box::new(move |tool_gateway| RpcConfig {
                 tool_gateway,
                 profile: profile(),
-                tick,
-                deadline,
-                catalog,
+                options,
                 max_output,
             });
             let executor = match args.agent_cmd {
@@ -356,9 +365,7 @@ fn run(cli: Cli) -> Result<u8, AppError> {
                 names: args.names,
                 reconnect: args.reconnect,
                 force: args.force,
-                deadline: seconds("deadline", args.timings.deadline)?,
-                tick: tick(args.timings.tick)?,
-                catalog: catalog(&args.timings.mcp_catalog),
+                options: args.timings.options()?,
                 json: args.json,
                 sim_auto: args.sim_auto.map(|s| seconds("sim-auto", s)).transpose()?,
             })

@@ -14,6 +14,7 @@ pub use tool_gateway::{ChosenToolGateway, choose_for_person, choose_tool_gateway
 
 use super::error::{AppError, EnvironmentError, UsageError};
 use async_signal::{Signal, Signals};
+use connop_core::flow::MIN_TICK;
 use connop_core::operation::Text;
 use std::io::Write as _;
 use std::time::Duration;
@@ -40,9 +41,6 @@ pub fn seconds(flag: &'static str, value: f64) -> Result<Duration, UsageError> {
         }
     })
 }
-
-/// The shortest `--tick`: below it a watcher reads the tool gateway back to back.
-pub const MIN_TICK: Duration = Duration::from_millis(10);
 
 /// `--tick`: [`seconds`], and at least [`MIN_TICK`].
 pub fn tick(value: f64) -> Result<Duration, UsageError> {

@@ -12,7 +12,7 @@ use crate::sync::Switch;
 use crate::sync::random_hex;
 use crate::telemetry::{ObservedToolGateway, manage_connections};
 use connop_blocking::{EventSink, Interrupt, SharedRegistry, ToolContext};
-use connop_core::flow::Event;
+use connop_core::flow::{Event, OperationOptions};
 use connop_core::operation::Text;
 use connop_core::rpc::{
     self, Admitted, Call, ManageParams, Request, RpcError, Session, SessionTable, TransportId,
@@ -21,7 +21,6 @@ use connop_core::tool::ToolResult;
 use connop_core::tool_gateway::{AsyncToolGateway, GatewayCall, GatewayError, GatewayReply};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::time::Duration;
 pub use transport::{DEFAULT_MAX_OUTPUT, Outbox};
 
 /// How the JSON-RPC server runs operations.
@@ -31,12 +30,8 @@ pub struct RpcConfig {
     pub tool_gateway: Arc<dyn AsyncToolGateway>,
     /// The profile (`CONNOP_HOME`) the registry belongs to.
     pub profile: Text,
-    /// The watcher tick.
-    pub tick: Duration,
-    /// The operation deadline.
-    pub deadline: Duration,
-    /// The local MCP catalog.
-    pub catalog: Vec<Text>,
+    /// The operations' tick, deadline and local catalog.
+    pub options: OperationOptions,
     /// How many bytes of answers and events may wait for one transport's client to read
     /// them; past it the transport closes ([`DEFAULT_MAX_OUTPUT`]: 16 MiB).
     pub max_output: usize,
@@ -271,9 +266,7 @@ impl RpcServer {
         );
         ctx.surface = session.source;
         ctx.events = Some(self.event_sink(session.key.clone()));
-        ctx.tick = self.config.tick;
-        ctx.deadline = self.config.deadline;
-        ctx.local_catalog = self.config.catalog.clone();
+        ctx.options = self.config.options.clone();
         ctx.tool_call_id = params.tool_call_id;
         ctx.agent_session_id = params.agent_session_id;
         ctx.interrupt = Some(session.attached.interrupt);

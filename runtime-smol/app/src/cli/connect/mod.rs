@@ -17,7 +17,7 @@ use crate::sync::random_hex;
 use crate::telemetry::manage_connections;
 use async_signal::Signal;
 use connop_blocking::{Interrupt, SharedRegistry, ToolContext};
-use connop_core::flow::Surface;
+use connop_core::flow::{OperationOptions, Surface};
 use connop_core::operation::Text;
 use connop_core::tool_gateway::{AsyncToolGateway, GatewayCall, GatewayReply};
 use futures_lite::StreamExt;
@@ -41,12 +41,8 @@ pub struct ConnectOptions {
     pub reconnect: bool,
     /// With reconnect: always mint anew.
     pub force: bool,
-    /// The operation deadline.
-    pub deadline: Duration,
-    /// The watcher tick.
-    pub tick: Duration,
-    /// The local MCP catalog.
-    pub catalog: Vec<Text>,
+    /// The operation's tick, deadline and local catalog.
+    pub options: OperationOptions,
     /// Print the model result as one compact JSON line instead of the summary.
     pub json: bool,
     /// For the embedded simulated tool gateway: accounts complete by themselves after this
@@ -68,7 +64,7 @@ pub fn run_connect(options: ConnectOptions) -> Result<u8, AppError> {
     let rows = smol::block_on(client.call(GatewayCall::List { timeout: None }))
         .and_then(GatewayReply::into_connectors)
         .map_err(|error| gateway_failure(&tool_gateway.url, "list", error))?;
-    check_names(&options.names, &rows, &options.catalog)?;
+    check_names(&options.names, &rows, &options.options.local_catalog)?;
 
     let registry = SharedRegistry::new(profile());
     let session_key = format!("connect-{}", random_hex(6));
@@ -79,9 +75,7 @@ pub fn run_connect(options: ConnectOptions) -> Result<u8, AppError> {
         ToolContext::new(registry.clone(), &session_key, client);
     ctx.surface = Surface::Tui;
     ctx.events = Some(screen.events());
-    ctx.tick = options.tick;
-    ctx.deadline = options.deadline;
-    ctx.local_catalog = options.catalog.clone();
+    ctx.options = options.options.clone();
     ctx.interrupt = Some(interrupt.clone());
     // The browser's way back (SPEC §12.1): each return reads the rows at once.
     let returns = returns::start_if_wanted(

@@ -99,6 +99,17 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
+    /// Every status, the terminal ones last.
+    pub const ALL: [RunStatus; 7] = [
+        RunStatus::Queued,
+        RunStatus::Running,
+        RunStatus::Stopping,
+        RunStatus::Completed,
+        RunStatus::Failed,
+        RunStatus::Cancelled,
+        RunStatus::Interrupted,
+    ];
+
     /// The wire name.
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -637,15 +648,7 @@ mod tests {
         let mut log = Log::new();
         assert!(log.apply(RunChange::Interrupt(RESTART_ERROR), 1));
         assert!(!log.apply(RunChange::Start, 2));
-        for s in [
-            RunStatus::Queued,
-            RunStatus::Running,
-            RunStatus::Stopping,
-            RunStatus::Completed,
-            RunStatus::Failed,
-            RunStatus::Cancelled,
-            RunStatus::Interrupted,
-        ] {
+        for s in RunStatus::ALL {
             assert_eq!(RunStatus::parse(s.as_str()), Some(s));
             assert_eq!(RunStatus::ACTIVE.contains(&s.as_str()), !s.is_terminal());
         }

@@ -45,13 +45,55 @@ pub enum GatewayCall {
 }
 
 impl GatewayCall {
-    /// A short name for logs.
-    pub fn route(&self) -> &'static str {
+    /// The route the call takes.
+    pub const fn route(&self) -> GatewayRoute {
         match self {
-            GatewayCall::List { .. } => "list",
-            GatewayCall::Mint(_) => "mint",
-            GatewayCall::Account { .. } => "account",
+            GatewayCall::List { .. } => GatewayRoute::List,
+            GatewayCall::Mint(_) => GatewayRoute::Mint,
+            GatewayCall::Account { .. } => GatewayRoute::Account,
         }
+    }
+}
+
+/// A route of the tool gateway's API: what a [`GatewayCall`] asks of it, named by a short
+/// name (a metric label, and a test control's name for it). Its HTTP method and path are the
+/// wire's ([`crate::wire`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GatewayRoute {
+    /// The connector list, every page.
+    List,
+    /// The mint.
+    Mint,
+    /// An account read.
+    Account,
+}
+
+impl GatewayRoute {
+    /// Every route, in this order.
+    pub const ALL: [GatewayRoute; 3] = [
+        GatewayRoute::List,
+        GatewayRoute::Mint,
+        GatewayRoute::Account,
+    ];
+
+    /// The short name: `list`, `mint` or `account`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            GatewayRoute::List => "list",
+            GatewayRoute::Mint => "mint",
+            GatewayRoute::Account => "account",
+        }
+    }
+
+    /// The route a short name names.
+    pub fn parse(name: &str) -> Option<Self> {
+        GatewayRoute::ALL.into_iter().find(|r| r.name() == name)
+    }
+
+    /// Whether a retryable failure ([`GatewayError::is_retryable`]) gets its one retry:
+    /// never the mint's, since the gateway cannot de-duplicate authorization starts.
+    pub const fn retries(self) -> bool {
+        !matches!(self, GatewayRoute::Mint)
     }
 }
 
@@ -310,12 +352,12 @@ pub enum GatewayReply {
 }
 
 impl GatewayReply {
-    /// A short name for logs and errors.
-    pub fn kind(&self) -> &'static str {
+    /// The route whose answer this is.
+    pub const fn route(&self) -> GatewayRoute {
         match self {
-            GatewayReply::Connectors(_) => "list",
-            GatewayReply::Minted(_) => "mint",
-            GatewayReply::Account(_) => "account",
+            GatewayReply::Connectors(_) => GatewayRoute::List,
+            GatewayReply::Minted(_) => GatewayRoute::Mint,
+            GatewayReply::Account(_) => GatewayRoute::Account,
         }
     }
 
@@ -324,7 +366,7 @@ impl GatewayReply {
     pub fn into_connectors(self) -> Result<Vec<ConnectorRow>, GatewayError> {
         match self {
             GatewayReply::Connectors(rows) => Ok(rows),
-            other => Err(other.mismatch("list")),
+            other => Err(other.mismatch(GatewayRoute::List)),
         }
     }
 
@@ -332,7 +374,7 @@ impl GatewayReply {
     pub fn into_minted(self) -> Result<Vec<MintRow>, GatewayError> {
         match self {
             GatewayReply::Minted(rows) => Ok(rows),
-            other => Err(other.mismatch("mint")),
+            other => Err(other.mismatch(GatewayRoute::Mint)),
         }
     }
 
@@ -341,12 +383,16 @@ impl GatewayReply {
     pub fn into_account(self) -> Result<Option<Account>, GatewayError> {
         match self {
             GatewayReply::Account(account) => Ok(account),
-            other => Err(other.mismatch("account")),
+            other => Err(other.mismatch(GatewayRoute::Account)),
         }
     }
 
-    fn mismatch(&self, route: &str) -> GatewayError {
-        GatewayError::invalid(format!("a {} answer to a {route} call", self.kind()))
+    fn mismatch(&self, route: GatewayRoute) -> GatewayError {
+        GatewayError::invalid(format!(
+            "a {} answer to a {} call",
+            self.route().name(),
+            route.name()
+        ))
     }
 }
 

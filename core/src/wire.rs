@@ -30,7 +30,8 @@
 //! ```
 
 use crate::tool_gateway::{
-    Account, ConnectorRow, GatewayCall, GatewayError, GatewayReply, MintRequest, MintRow,
+    Account, ConnectorRow, GatewayCall, GatewayError, GatewayReply, GatewayRoute, MintRequest,
+    MintRow,
 };
 use serde_json::Value;
 use std::fmt;
@@ -143,6 +144,72 @@ impl Method {
             Method::Get => "GET",
             Method::Post => "POST",
         }
+    }
+}
+
+/// The connector list's path; its pages add `?limit=` and `&cursor=`.
+const LIST_PATH: &str = "/v1/connectors";
+/// The mint's path.
+const MINT_PATH: &str = "/v1/connectors/connections";
+/// The account reads' path; the percent-encoded account id follows a `/`.
+const ACCOUNTS_PATH: &str = "/v1/connectors/accounts";
+
+impl GatewayRoute {
+    /// The HTTP method.
+    pub const fn method(self) -> Method {
+        match self {
+            GatewayRoute::List | GatewayRoute::Account => Method::Get,
+            GatewayRoute::Mint => Method::Post,
+        }
+    }
+
+    /// The path, the account's as a template: `/v1/connectors/accounts/{connection_id}`.
+    pub const fn path(self) -> &'static str {
+        match self {
+            GatewayRoute::List => LIST_PATH,
+            GatewayRoute::Mint => MINT_PATH,
+            GatewayRoute::Account => "/v1/connectors/accounts/{connection_id}",
+        }
+    }
+
+    /// The method and the path, as logs name the route: `GET /v1/connectors`.
+    pub const fn endpoint(self) -> &'static str {
+        match self {
+            GatewayRoute::List => "GET /v1/connectors",
+            GatewayRoute::Mint => "POST /v1/connectors/connections",
+            GatewayRoute::Account => "GET /v1/connectors/accounts/{connection_id}",
+        }
+    }
+}
+
+/// The HTTP status a failure came with, when it came with one: the inverse of what
+/// [`InFlight::receive`] makes of a status.
+pub fn failure_status(error: &GatewayError) -> Option<u16> {
+    match error {
+        GatewayError::Auth { status } | GatewayError::Http { status } => Some(*status),
+        GatewayError::Unavailable => Some(404),
+        GatewayError::RateLimited { .. } => Some(429),
+        _ => None,
+    }
+}
+
+/// The outcome label of a call that answered.
+pub const OUTCOME_OK: &str = "ok";
+
+/// A call's outcome as logs and metrics name it: [`OUTCOME_OK`], or the kind of failure
+/// (`missing_token`, `auth`, `unavailable`, `rate_limited`, `http_5xx`, `http_4xx`,
+/// `transport`, `invalid_response`).
+pub fn outcome_label(result: &Result<GatewayReply, GatewayError>) -> &'static str {
+    match result {
+        Ok(_) => OUTCOME_OK,
+        Err(GatewayError::MissingToken) => "missing_token",
+        Err(GatewayError::Auth { .. }) => "auth",
+        Err(GatewayError::Unavailable) => "unavailable",
+        Err(GatewayError::RateLimited { .. }) => "rate_limited",
+        Err(GatewayError::Http { status }) if *status >= 500 => "http_5xx",
+        Err(GatewayError::Http { .. }) => "http_4xx",
+        Err(GatewayError::Transport(_)) => "transport",
+        Err(GatewayError::InvalidResponse(_)) => "invalid_response",
     }
 }
 
@@ -298,8 +365,9 @@ impl InFlight {
     }
 }
 
+/// The route an exchange runs, with what it gathered so far.
 #[derive(Debug)]
-enum Route {
+enum Leg {
     List {
         items: Vec<ConnectorRow>,
         pages: usize,
@@ -310,7 +378,7 @@ enum Route {
 
 /// One gateway call on its way through the API: the routes, pagination and the one retry.
 pub struct Exchange {
-    route: Route,
+    leg: Leg,
     base_url: String,
     /// `None`: the host adds its own credentials.
     token: Option<String>,
@@ -322,7 +390,7 @@ impl fmt::Debug for Exchange {
     // The token is a credential: never print it.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Exchange")
-            .field("route", &self.route)
+            .field("leg", &self.leg)
             .field("base_url", &self.base_url)
             .field("max_pages", &self.max_pages)
             .field("timeout", &self.timeout)
@@ -391,12 +459,12 @@ impl Exchange {
 
     /// Starts a list read: every page, `timeout` per request (`None`: the default).
     pub fn list(config: &ClientConfig, timeout: Option<Duration>) -> ExchangeStep {
-        let route = Route::List {
+        let leg = Leg::List {
             items: Vec::new(),
             pages: 0,
         };
         let timeout = timeout.unwrap_or(config.default_timeout);
-        Exchange::begin(config, route, timeout, |ex| ex.list_request(None))
+        Exchange::begin(config, leg, timeout, |ex| ex.list_request(None))
     }
 
     /// Starts a mint, with the default timeout. It is sent once whatever happens: the gateway
@@ -417,27 +485,27 @@ impl Exchange {
             body.insert("op".into(), op.as_str().into());
         }
         let body = Value::Object(body).to_string();
-        Exchange::begin(config, Route::Mint, config.default_timeout, |ex| {
-            let url = format!("{}/v1/connectors/connections", ex.base_url);
-            ex.request(Method::Post, url, Some(body))
+        Exchange::begin(config, Leg::Mint, config.default_timeout, |ex| {
+            let url = format!("{}{MINT_PATH}", ex.base_url);
+            ex.request(GatewayRoute::Mint.method(), url, Some(body))
         })
     }
 
     /// Starts an account read with the watcher's timeout.
     pub fn account(config: &ClientConfig, connection_id: &str, timeout: Duration) -> ExchangeStep {
-        Exchange::begin(config, Route::Account, timeout, |ex| {
+        Exchange::begin(config, Leg::Account, timeout, |ex| {
             let url = format!(
-                "{}/v1/connectors/accounts/{}",
+                "{}{ACCOUNTS_PATH}/{}",
                 ex.base_url,
                 percent_encode(connection_id)
             );
-            ex.request(Method::Get, url, None)
+            ex.request(GatewayRoute::Account.method(), url, None)
         })
     }
 
     fn begin(
         config: &ClientConfig,
-        route: Route,
+        leg: Leg,
         timeout: Duration,
         first: impl FnOnce(&Exchange) -> Request,
     ) -> ExchangeStep {
@@ -447,7 +515,7 @@ impl Exchange {
             (None, false) => return ExchangeStep::Done(Err(GatewayError::MissingToken)),
         };
         let exchange = Exchange {
-            route,
+            leg,
             base_url: config.base_url.trim_end_matches('/').to_owned(),
             token,
             max_pages: config.max_pages.max(1),
@@ -486,17 +554,26 @@ impl Exchange {
     }
 
     fn list_request(&self, cursor: Option<&str>) -> Request {
-        let mut url = format!("{}/v1/connectors?limit={PAGE_LIMIT}", self.base_url);
+        let mut url = format!("{}{LIST_PATH}?limit={PAGE_LIMIT}", self.base_url);
         if let Some(cursor) = cursor {
             url.push_str("&cursor=");
             url.push_str(&percent_encode(cursor));
         }
-        self.request(Method::Get, url, None)
+        self.request(GatewayRoute::List.method(), url, None)
+    }
+
+    /// The route this exchange runs.
+    fn route(&self) -> GatewayRoute {
+        match self.leg {
+            Leg::List { .. } => GatewayRoute::List,
+            Leg::Mint => GatewayRoute::Mint,
+            Leg::Account => GatewayRoute::Account,
+        }
     }
 
     /// Whether a retryable failure of this route gets its one retry.
     fn retries(&self) -> bool {
-        !matches!(self.route, Route::Mint)
+        self.route().retries()
     }
 
     fn on_response(&mut self, response: Response) -> Result<Next, GatewayError> {
@@ -505,7 +582,7 @@ impl Exchange {
             200..=299 => {}
             401 | 403 => return Err(GatewayError::Auth { status }),
             // Any 404 on the account route means "not known yet", whatever its body says.
-            404 if matches!(self.route, Route::Account) => {
+            404 if matches!(self.leg, Leg::Account) => {
                 return Ok(Next::Reply(GatewayReply::Account(None)));
             }
             404 => return Err(GatewayError::Unavailable),
@@ -518,8 +595,8 @@ impl Exchange {
         }
         let body: Value = serde_json::from_slice(&response.body)
             .map_err(|e| GatewayError::invalid(format!("the body is not JSON ({e})")))?;
-        match &mut self.route {
-            Route::List { items, pages } => {
+        match &mut self.leg {
+            Leg::List { items, pages } => {
                 let page = parse_list_page(body)?;
                 items.extend(page.items);
                 *pages += 1;
@@ -530,8 +607,8 @@ impl Exchange {
                     _ => Ok(Next::Reply(GatewayReply::Connectors(std::mem::take(items)))),
                 }
             }
-            Route::Mint => Ok(Next::Reply(GatewayReply::Minted(parse_mint(&body)?))),
-            Route::Account => Ok(Next::Reply(GatewayReply::Account(Some(
+            Leg::Mint => Ok(Next::Reply(GatewayReply::Minted(parse_mint(&body)?))),
+            Leg::Account => Ok(Next::Reply(GatewayReply::Account(Some(
                 Account::from_json(&body)?,
             )))),
         }
@@ -631,6 +708,18 @@ mod tests {
     use std::collections::VecDeque;
 
     const BASE: &str = "http://gw.test:8080";
+
+    #[test]
+    fn each_route_is_named_by_its_method_and_path() {
+        for route in GatewayRoute::ALL {
+            assert_eq!(
+                route.endpoint(),
+                format!("{} {}", route.method().as_str(), route.path())
+            );
+            assert_eq!(GatewayRoute::parse(route.name()), Some(route));
+        }
+        assert_eq!(GatewayRoute::parse("accounts"), None);
+    }
 
     fn config() -> ClientConfig {
         ClientConfig::new(BASE, Some("s3cret".into()))
@@ -919,7 +1008,10 @@ mod tests {
         assert!(sent[19].url.ends_with("&cursor=p19"));
 
         let (result, sent) = drive(&config().with_max_pages(3), &list(), endless(3));
-        assert_eq!((result.map(|r| r.kind()), sent.len()), (Ok("list"), 3));
+        assert_eq!(
+            (result.map(|r| r.route()), sent.len()),
+            (Ok(GatewayRoute::List), 3)
+        );
         // A cap of zero still reads one page.
         let (_, sent) = drive(&config().with_max_pages(0), &list(), endless(1));
         assert_eq!(sent.len(), 1);
@@ -1218,7 +1310,7 @@ mod tests {
             assert!(
                 matches!(err(result), GatewayError::InvalidResponse(_)),
                 "{body} on {}",
-                call.route()
+                call.route().name()
             );
             assert_eq!(sent.len(), 1, "invalid responses are not retried");
         }
@@ -1308,8 +1400,8 @@ mod tests {
                 sent_async.push(request);
                 std::future::ready(queue.pop_front().expect("no more requests than scripted"))
             }));
-            assert_eq!(result, blocking, "{}", call.route());
-            assert_eq!(sent_async, sent, "{}", call.route());
+            assert_eq!(result, blocking, "{}", call.route().name());
+            assert_eq!(sent_async, sent, "{}", call.route().name());
             assert!(queue.is_empty());
         }
         // No token: refused without sending, like the blocking loop.

@@ -15,7 +15,7 @@ use connop_core::operation::{OpId, Patch};
 use connop_core::payload::{CardRequest, OperationView, UpdateFrame};
 use connop_core::tool_gateway::{
     AccountStatus, AsyncToolGateway, BlockingToolGateway, GatewayCall, GatewayError, GatewayReply,
-    MintStatus,
+    GatewayRoute, MintStatus,
 };
 use connop_fixtures::auto_clock::AutoClock;
 use connop_fixtures::{
@@ -287,7 +287,7 @@ fn play_sim(scenario: &Scenario) -> Played {
                     ..Latency::default()
                 })
                 .on_call(move |call, ctl| {
-                    if call.route() == "account" && !fired.replace(true) {
+                    if call.route() == GatewayRoute::Account && !fired.replace(true) {
                         ctl.after(Duration::ZERO, Input::Settle(SettleReason::Continue));
                     }
                 });
@@ -391,7 +391,9 @@ fn play_runtime(scenario: &Scenario, smol: bool, backend: &dyn Backend) -> Playe
         let captured = captured.clone();
         let fired = Arc::new(Mutex::new(false));
         let hook: CallHook = Arc::new(move |call: &GatewayCall, answer| {
-            if call.route() == "account" && !std::mem::replace(&mut *fired.lock().unwrap(), true) {
+            if call.route() == GatewayRoute::Account
+                && !std::mem::replace(&mut *fired.lock().unwrap(), true)
+            {
                 let op = captured
                     .lock()
                     .unwrap()

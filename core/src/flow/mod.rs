@@ -36,7 +36,7 @@ use crate::payload::{
 use crate::registry::RegistryKey;
 use crate::time::Timestamp;
 use crate::tool::{self, Dialect, ToolAction, ToolArgs, ToolResult};
-use crate::tool_gateway::{CallId, GatewayCall, GatewayError, GatewayReply};
+use crate::tool_gateway::{CallId, GatewayCall, GatewayError, GatewayReply, GatewayRoute};
 use serde_json::Value;
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -342,27 +342,21 @@ impl Purpose {
         }
     }
 
-    fn expects(self) -> &'static str {
+    /// The route of the call made for this purpose.
+    fn route(self) -> GatewayRoute {
         match self {
             Purpose::StatusList
             | Purpose::RepairList
             | Purpose::MisrouteList
-            | Purpose::WatchList => "list",
-            Purpose::Mint => "mint",
-            Purpose::Read(_) => "account",
+            | Purpose::WatchList => GatewayRoute::List,
+            Purpose::Mint => GatewayRoute::Mint,
+            Purpose::Read(_) => GatewayRoute::Account,
         }
     }
 
     /// Whether `reply` is of the kind this call asked for.
     fn accepts(self, reply: &GatewayReply) -> bool {
-        match self {
-            Purpose::StatusList
-            | Purpose::RepairList
-            | Purpose::MisrouteList
-            | Purpose::WatchList => matches!(reply, GatewayReply::Connectors(_)),
-            Purpose::Mint => matches!(reply, GatewayReply::Minted(_)),
-            Purpose::Read(_) => matches!(reply, GatewayReply::Account(_)),
-        }
+        reply.route() == self.route()
     }
 }
 
@@ -664,8 +658,8 @@ impl Flow {
             Ok(reply) if !purpose.accepts(reply) => {
                 let err = CallerError::ReplyMismatch {
                     call: id,
-                    expected: purpose.expects(),
-                    got: reply.kind(),
+                    expected: purpose.route().name(),
+                    got: reply.route().name(),
                 };
                 self.answered(purpose, Err(GatewayError::invalid(err.to_string())), now);
                 Err(err)

@@ -273,7 +273,7 @@ impl PyTransportGateway {
 fn mismatch(reply: &GatewayReply) -> PyErr {
     pyo3::exceptions::PyRuntimeError::new_err(format!(
         "the gateway answered a {} reply to another call",
-        reply.kind()
+        reply.route().name()
     ))
 }
 

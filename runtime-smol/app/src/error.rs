@@ -10,7 +10,7 @@ use super::store::StoreError;
 use super::store::postgres::DatabaseUrlError;
 use super::telemetry::LogFilterError;
 use connop_blocking::http::HttpError;
-use connop_core::tool_gateway::GatewayError;
+use connop_core::tool_gateway::{GatewayError, GatewayRoute};
 use std::io;
 
 /// Any error a `connop` command ends with.
@@ -219,7 +219,8 @@ fn unknown_connectors(unknown: &[(String, Option<String>)], listed: &[String]) -
 }
 
 /// What to do about a failed tool-gateway call, by its cause.
-fn tool_gateway_text(url: &str, route: &str, error: &GatewayError) -> String {
+fn tool_gateway_text(url: &str, route: GatewayRoute, error: &GatewayError) -> String {
+    let route = route.name();
     match error {
         GatewayError::MissingToken => format!(
             "CONNECTOR_GATEWAY_TOKEN is unset: set it to the bearer token of the tool gateway at {url}"
@@ -251,12 +252,12 @@ fn tool_gateway_text(url: &str, route: &str, error: &GatewayError) -> String {
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
     /// A tool-gateway call of `connop connect` or `connop connectors` failed.
-    #[error("{}", tool_gateway_text(url, route, error))]
+    #[error("{}", tool_gateway_text(url, *route, error))]
     ToolGateway {
         /// The tool gateway's origin.
         url: String,
-        /// The call (`list`, `mint`, `account`).
-        route: &'static str,
+        /// The call's route.
+        route: GatewayRoute,
         /// Why.
         error: GatewayError,
     },

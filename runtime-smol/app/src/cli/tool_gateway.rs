@@ -5,7 +5,7 @@ use crate::error::{AppError, EnvironmentError, UpstreamError};
 use crate::sim_gateway::{SimOptions, SimToolGateway};
 use crate::sync::random_hex;
 use connop_smol::http::AsyncHttpToolGateway;
-use connop_core::tool_gateway::{AsyncToolGateway, GatewayError};
+use connop_core::tool_gateway::{AsyncToolGateway, GatewayError, GatewayRoute};
 use connop_core::wire::ClientConfig;
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,7 +32,7 @@ pub fn choose_for_person(auto_complete: Option<Duration>) -> Result<ChosenToolGa
     match (url, token) {
         (Some(url), None) => Err(UpstreamError::ToolGateway {
             url: url.trim_end_matches('/').to_owned(),
-            route: "list",
+            route: GatewayRoute::List,
             error: GatewayError::MissingToken,
         }
         .into()),

@@ -3,6 +3,10 @@
 //! turn executors count into it from wherever the event happens, with no handle to pass
 //! around.
 
+use connop_core::contract::SettleReason;
+use connop_core::run::RunStatus;
+use connop_core::tool_gateway::GatewayRoute;
+use connop_core::wire::OUTCOME_OK;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -14,6 +18,11 @@ use std::time::Duration;
 
 /// The `Content-Type` of [`encode`]'s text.
 pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+
+/// How an operation ended that closed without settling: its prepare failed.
+pub const ENDED_FAILED: &str = "failed";
+/// How an operation ended that the links path returned unsettled.
+pub const ENDED_LINKS: &str = "links";
 
 /// How an operation ended.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -146,24 +155,19 @@ impl Metrics {
             metrics.agent_commands_running.clone(),
         );
         // Every series a dashboard expects is there from the start, at zero.
-        for reason in [
-            "all_resolved",
-            "continue",
-            "deadline",
-            "interrupt",
-            "failed",
-            "links",
-        ] {
+        let settled = SettleReason::ALL.map(SettleReason::as_str);
+        for reason in settled.into_iter().chain([ENDED_FAILED, ENDED_LINKS]) {
             let _ = metrics.operations_settled.get_or_create(&Reason { reason });
         }
-        for route in ["list", "mint", "account"] {
+        for route in GatewayRoute::ALL.map(GatewayRoute::name) {
             let _ = metrics.tool_gateway_requests.get_or_create(&RouteOutcome {
                 route,
-                outcome: "ok",
+                outcome: OUTCOME_OK,
             });
             let _ = metrics.tool_gateway_latency.get_or_create(&Route { route });
         }
-        for status in ["completed", "failed", "cancelled", "interrupted"] {
+        for status in RunStatus::ALL.into_iter().filter(|s| s.is_terminal()) {
+            let status = status.as_str();
             let _ = metrics.runs_finished.get_or_create(&Status { status });
         }
         Metrics {

@@ -3,15 +3,16 @@
 //! failed tool-gateway call (route, status or transport error, retried or not), at most one
 //! line per operation every [`FAILURE_LOG_EVERY`] with the rest counted.
 
-use super::metrics::metrics;
+use super::metrics::{ENDED_FAILED, ENDED_LINKS, metrics};
 use connop_smol::driver::run_to_end;
 use connop_blocking::{EventSink, ToolContext};
 use connop_core::flow::Event;
 use connop_core::operation::Text;
 use connop_core::tool::ToolResult;
 use connop_core::tool_gateway::{
-    AsyncToolGateway, GatewayCall, GatewayError, GatewayFuture, GatewayReply,
+    AsyncToolGateway, GatewayCall, GatewayError, GatewayFuture, GatewayReply, GatewayRoute,
 };
+use connop_core::wire::{failure_status, outcome_label};
 use serde_json::Value;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -91,7 +92,7 @@ pub async fn manage_connections(
                 suppressed_failures = suppressed,
                 "operation closed without settling",
             );
-            metrics().operation_ended("failed");
+            metrics().operation_ended(ENDED_FAILED);
         }
         (None, _) => {
             tracing::info!(
@@ -101,7 +102,7 @@ pub async fn manage_connections(
                 states,
                 "operation returned its links",
             );
-            metrics().operation_ended("links");
+            metrics().operation_ended(ENDED_LINKS);
         }
     }
     result
@@ -196,15 +197,14 @@ impl CallLog {
     }
 
     fn observe(&self, call: &Called, result: &Result<GatewayReply, GatewayError>, took: Duration) {
-        let route = call.route;
-        metrics().tool_gateway_call(route, outcome(result), took);
+        metrics().tool_gateway_call(call.route.name(), outcome_label(result), took);
         let took_ms = took.as_millis() as u64;
         let error = match result {
             Ok(_) => {
                 tracing::debug!(
                     target: "connop::tool_gateway",
                     scope = %self.scope,
-                    route = call.http_route,
+                    route = call.route.endpoint(),
                     took_ms,
                     "tool-gateway call answered",
                 );
@@ -230,13 +230,13 @@ impl CallLog {
         let connection_id = call.connection_id.as_deref();
         // The exchange gives ≥ 500 and transport failures one retry, never the mint's: a
         // retryable error that came back was the retry's too.
-        let retried = error.is_retryable() && call.retries;
+        let retried = error.is_retryable() && call.route.retries();
         match error {
             GatewayError::RateLimited { retry_after } => {
                 tracing::warn!(
                     target: "connop::tool_gateway",
                     scope = %self.scope,
-                    route = call.http_route,
+                    route = call.route.endpoint(),
                     connection_id,
                     status = 429,
                     retry_after_s = retry_after.as_secs_f64(),
@@ -247,9 +247,9 @@ impl CallLog {
             _ => tracing::warn!(
                 target: "connop::tool_gateway",
                 scope = %self.scope,
-                route = call.http_route,
+                route = call.route.endpoint(),
                 connection_id,
-                status = status(error),
+                status = failure_status(error),
                 error = %error,
                 retried,
                 took_ms,
@@ -284,58 +284,18 @@ impl AsyncToolGateway for ObservedToolGateway {
 
 /// What the logs and metrics need of a call, kept while it runs.
 struct Called {
-    route: &'static str,
-    http_route: &'static str,
+    route: GatewayRoute,
     connection_id: Option<Text>,
-    /// The mint is never retried.
-    retries: bool,
 }
 
 impl Called {
     fn of(call: &GatewayCall) -> Self {
         Called {
             route: call.route(),
-            http_route: http_route(call),
             connection_id: match call {
                 GatewayCall::Account { connection_id, .. } => Some(connection_id.clone()),
                 _ => None,
             },
-            retries: !matches!(call, GatewayCall::Mint(_)),
         }
-    }
-}
-
-/// The route as the tool gateway's API names it.
-fn http_route(call: &GatewayCall) -> &'static str {
-    match call {
-        GatewayCall::List { .. } => "GET /v1/connectors",
-        GatewayCall::Mint(_) => "POST /v1/connectors/connections",
-        GatewayCall::Account { .. } => "GET /v1/connectors/accounts/{connection_id}",
-    }
-}
-
-/// The HTTP status an error came with, if it came with one.
-fn status(error: &GatewayError) -> Option<u16> {
-    match error {
-        GatewayError::Auth { status } | GatewayError::Http { status } => Some(*status),
-        GatewayError::Unavailable => Some(404),
-        GatewayError::RateLimited { .. } => Some(429),
-        _ => None,
-    }
-}
-
-/// A call's outcome as a metric label.
-fn outcome(result: &Result<GatewayReply, GatewayError>) -> &'static str {
-    match result {
-        Ok(_) => "ok",
-        Err(GatewayError::MissingToken) => "missing_token",
-        Err(GatewayError::Auth { .. }) => "auth",
-        Err(GatewayError::Unavailable) => "unavailable",
-        Err(GatewayError::RateLimited { .. }) => "rate_limited",
-        Err(GatewayError::Http { status }) if *status >= 500 => "http_5xx",
-        Err(GatewayError::Http { .. }) => "http_4xx",
-        Err(GatewayError::Transport(_)) => "transport",
-        Err(GatewayError::InvalidResponse(_)) => "invalid_response",
-        Err(_) => "error",
     }
 }

@@ -19,7 +19,7 @@ use async_signal::Signal;
 use connop_blocking::{Interrupt, SharedRegistry, ToolContext};
 use connop_core::flow::{OperationOptions, Surface};
 use connop_core::operation::Text;
-use connop_core::tool_gateway::{AsyncToolGateway, GatewayCall, GatewayReply};
+use connop_core::tool_gateway::{AsyncToolGateway, GatewayCall, GatewayReply, GatewayRoute};
 use futures_lite::StreamExt;
 use outcome::{
     EXIT_FAILED, InterruptCause, RecordingToolGateway, check_names, exit_status, gateway_failure,
@@ -63,7 +63,7 @@ pub fn run_connect(options: ConnectOptions) -> Result<u8, AppError> {
     let client: Arc<dyn AsyncToolGateway> = recording.clone();
     let rows = smol::block_on(client.call(GatewayCall::List { timeout: None }))
         .and_then(GatewayReply::into_connectors)
-        .map_err(|error| gateway_failure(&tool_gateway.url, "list", error))?;
+        .map_err(|error| gateway_failure(&tool_gateway.url, GatewayRoute::List, error))?;
     check_names(&options.names, &rows, &options.options.local_catalog)?;
 
     let registry = SharedRegistry::new(profile());
@@ -129,7 +129,7 @@ pub fn run_connectors(json: bool) -> Result<u8, AppError> {
             .call(GatewayCall::List { timeout: None }),
     )
     .and_then(GatewayReply::into_connectors)
-    .map_err(|error| gateway_failure(&tool_gateway.url, "list", error))?;
+    .map_err(|error| gateway_failure(&tool_gateway.url, GatewayRoute::List, error))?;
     let text = if json {
         let raw: Vec<&Value> = rows.iter().map(|r| &r.raw).collect();
         json!({ "connectors": raw }).to_string()

@@ -8,7 +8,7 @@ use crate::escape::{Lines, escape_controls};
 use connop_core::operation::Text;
 use connop_core::tool::did_you_mean;
 use connop_core::tool_gateway::{
-    AsyncToolGateway, ConnectorRow, GatewayCall, GatewayError, GatewayFuture,
+    AsyncToolGateway, ConnectorRow, GatewayCall, GatewayError, GatewayFuture, GatewayRoute,
 };
 use serde_json::Value;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -166,7 +166,7 @@ pub fn summary(result: &Value, last_live: impl Fn(&str) -> Option<String>) -> Ve
 /// The tool gateway of a run, remembering its first failed call.
 pub struct RecordingToolGateway {
     inner: Arc<dyn AsyncToolGateway>,
-    failure: Arc<Mutex<Option<(&'static str, GatewayError)>>>,
+    failure: Arc<Mutex<Option<(GatewayRoute, GatewayError)>>>,
 }
 
 impl RecordingToolGateway {
@@ -179,7 +179,7 @@ impl RecordingToolGateway {
     }
 
     /// The route and error of the first call that failed, if one did.
-    pub fn first_failure(&self) -> Option<(&'static str, GatewayError)> {
+    pub fn first_failure(&self) -> Option<(GatewayRoute, GatewayError)> {
         self.failure
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -204,7 +204,7 @@ impl AsyncToolGateway for RecordingToolGateway {
 }
 
 /// A failed tool-gateway call as the one line that says what to fix.
-pub fn gateway_failure(url: &str, route: &'static str, error: GatewayError) -> UpstreamError {
+pub fn gateway_failure(url: &str, route: GatewayRoute, error: GatewayError) -> UpstreamError {
     UpstreamError::ToolGateway {
         url: url.to_owned(),
         route,

@@ -522,6 +522,61 @@ impl std::fmt::Debug for GatewayFuture {
     }
 }
 
+// ----- what the simulated tool gateways share --------------------------------------------
+//
+// Two fakes answer as a tool gateway: the simulated one the application serves (the embedded
+// default, and `connop sim-gateway`) and the fixtures' scripted one. They share the catalog a
+// newcomer connects from and the rule their account reads follow.
+
+/// The connectors the simulated tool gateway lists, in list order: what a newcomer connects
+/// with no account anywhere, and the names the test worlds draw from.
+pub const SIMULATED_CATALOG: [&str; 6] = [
+    "gmail",
+    "notion",
+    "slack",
+    "github",
+    "linear",
+    "google_calendar",
+];
+
+/// How a simulated tool gateway answers the account reads of one connector: its read script,
+/// else its flip, else what it knows of the account.
+#[derive(Debug)]
+pub struct ReadScript<'a, S> {
+    /// The script's steps: the first read answers the first, and so on; the last one answers
+    /// every read after it. Empty: no script.
+    pub steps: &'a [S],
+    /// The read from which the account answers `active` (`pending` before it), when there is
+    /// no script.
+    pub flip: Option<usize>,
+}
+
+/// What a [`ReadScript`] says one read answers.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ScriptedAnswer<'a, S> {
+    /// This step of the script.
+    Step(&'a S),
+    /// This status, by the flip.
+    Status(AccountStatus),
+    /// Neither a script nor a flip: the gateway's own account answers.
+    Unscripted,
+}
+
+impl<'a, S> ReadScript<'a, S> {
+    /// What the `nth` read of the account answers, counting from 1 (a 0 counts as the first).
+    pub fn answer(&self, nth: usize) -> ScriptedAnswer<'a, S> {
+        let nth = nth.max(1);
+        if let Some(last) = self.steps.len().checked_sub(1) {
+            return ScriptedAnswer::Step(&self.steps[(nth - 1).min(last)]);
+        }
+        match self.flip {
+            Some(flip) if nth >= flip => ScriptedAnswer::Status(AccountStatus::Active),
+            Some(_) => ScriptedAnswer::Status(AccountStatus::Pending),
+            None => ScriptedAnswer::Unscripted,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -578,5 +633,42 @@ mod tests {
         assert!(GatewayError::Transport("reset".into()).is_retryable());
         assert!(!GatewayError::Http { status: 400 }.is_retryable());
         assert!(!GatewayError::Auth { status: 401 }.is_retryable());
+    }
+
+    #[test]
+    fn a_read_script_answers_its_steps_in_order_then_its_last_one_again() {
+        let script = ReadScript {
+            steps: &["a", "b"],
+            flip: Some(1),
+        };
+        let answers: Vec<_> = (0..=4).map(|n| script.answer(n)).collect();
+        assert_eq!(
+            answers,
+            [
+                ScriptedAnswer::Step(&"a"),
+                ScriptedAnswer::Step(&"a"),
+                ScriptedAnswer::Step(&"b"),
+                ScriptedAnswer::Step(&"b"),
+                ScriptedAnswer::Step(&"b"),
+            ],
+            "a script wins over a flip"
+        );
+        let flip: ReadScript<'_, ()> = ReadScript {
+            steps: &[],
+            flip: Some(3),
+        };
+        assert_eq!(
+            flip.answer(2),
+            ScriptedAnswer::Status(AccountStatus::Pending)
+        );
+        assert_eq!(
+            flip.answer(3),
+            ScriptedAnswer::Status(AccountStatus::Active)
+        );
+        let neither: ReadScript<'_, ()> = ReadScript {
+            steps: &[],
+            flip: None,
+        };
+        assert_eq!(neither.answer(1), ScriptedAnswer::Unscripted);
     }
 }

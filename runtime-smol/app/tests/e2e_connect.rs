@@ -4,6 +4,7 @@
 
 mod support;
 
+use connop_core::tool_gateway::SIMULATED_CATALOG;
 use std::process::Stdio;
 use support::connop;
 use support::terminal::OnTerminal;
@@ -158,15 +159,10 @@ fn rows_past_nine_can_be_skipped() {
 #[test]
 fn a_short_window_shows_what_fits_and_hyperlinks() {
     let mut command = connop();
-    command.env("FORCE_HYPERLINK", "1").args([
-        "connect",
-        "gmail",
-        "notion",
-        "slack",
-        "github",
-        "linear",
-        "google_calendar",
-    ]);
+    command
+        .env("FORCE_HYPERLINK", "1")
+        .arg("connect")
+        .args(SIMULATED_CATALOG);
     let mut term = OnTerminal::spawn(command, true, Some((60, 10)));
     term.expect("more lines (make the window taller)");
     term.expect("\x1b]8;;http://127.0.0.1:");

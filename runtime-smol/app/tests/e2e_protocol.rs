@@ -6,6 +6,7 @@
 mod support;
 
 use connop_app::sim_gateway::{SimOptions, SimToolGateway};
+use connop_core::tool_gateway::SIMULATED_CATALOG;
 use serde_json::json;
 use std::time::Duration;
 use support::{Gateway, connop};
@@ -337,17 +338,7 @@ fn connectors_list_answers_rows_unavailable_or_5034() {
         .iter()
         .map(|r| r["connector"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        names,
-        [
-            "gmail",
-            "notion",
-            "slack",
-            "github",
-            "linear",
-            "google_calendar"
-        ]
-    );
+    assert_eq!(names, SIMULATED_CATALOG);
 
     // The simulated gateway's test controls stage the failures.
     let faults = |body: serde_json::Value| {

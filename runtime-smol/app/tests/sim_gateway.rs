@@ -1,6 +1,7 @@
 //! The simulated tool gateway (SPEC §6.1) over real HTTP, driven with isahc's blocking client.
 
 use connop_app::sim_gateway::{SimOptions, SimRequest, SimToolGateway};
+use connop_core::tool_gateway::SIMULATED_CATALOG;
 use isahc::config::Configurable;
 use isahc::prelude::*;
 use isahc::{HttpClient, Request};
@@ -182,17 +183,7 @@ fn the_list_shows_the_catalog() {
     assert!(sim.url().starts_with("http://127.0.0.1:"));
     assert_eq!(sim.url(), format!("http://{}", sim.addr()));
     let list = client.list();
-    let items: Vec<Value> = [
-        "gmail",
-        "notion",
-        "slack",
-        "github",
-        "linear",
-        "google_calendar",
-    ]
-    .iter()
-    .map(|c| row(c, false))
-    .collect();
+    let items: Vec<Value> = SIMULATED_CATALOG.iter().map(|c| row(c, false)).collect();
     assert_eq!(list, json!({"items": items, "nextCursor": null}));
 }
 

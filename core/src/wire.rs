@@ -172,6 +172,20 @@ impl GatewayRoute {
         }
     }
 
+    /// The route a request path asks for, with what follows the accounts' path and its `/`
+    /// (the account id, still percent-encoded; empty for the list and the mint): how a
+    /// simulated tool gateway routes what it serves. The query is not part of `path`.
+    pub fn of_path(path: &str) -> Option<(GatewayRoute, &str)> {
+        match path {
+            LIST_PATH => Some((GatewayRoute::List, "")),
+            MINT_PATH => Some((GatewayRoute::Mint, "")),
+            _ => {
+                let id = path.strip_prefix(ACCOUNTS_PATH)?.strip_prefix('/')?;
+                Some((GatewayRoute::Account, id))
+            }
+        }
+    }
+
     /// The method and the path, as logs name the route: `GET /v1/connectors`.
     pub const fn endpoint(self) -> &'static str {
         match self {
@@ -719,6 +733,16 @@ mod tests {
             assert_eq!(GatewayRoute::parse(route.name()), Some(route));
         }
         assert_eq!(GatewayRoute::parse("accounts"), None);
+        assert_eq!(
+            GatewayRoute::of_path("/v1/connectors"),
+            Some((GatewayRoute::List, ""))
+        );
+        assert_eq!(
+            GatewayRoute::of_path("/v1/connectors/accounts/ca_1%2F"),
+            Some((GatewayRoute::Account, "ca_1%2F"))
+        );
+        assert_eq!(GatewayRoute::of_path("/v1/connectors/accounts"), None);
+        assert_eq!(GatewayRoute::of_path("/v1/connectors/"), None);
     }
 
     fn config() -> ClientConfig {

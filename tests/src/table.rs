@@ -960,7 +960,7 @@ impl OverHttp {
 
 /// The simulated gateway's `/sim/state` for a scripted world (the seeds' knobs).
 pub fn sim_state(world: &ScriptedToolGateway) -> Value {
-    use connop_app::sim_gateway::CATALOG;
+    use connop_core::tool_gateway::SIMULATED_CATALOG;
     let step = |s: &ScriptedRead| match s {
         ScriptedRead::Status(status) => json!(status.as_str()),
         ScriptedRead::NotFound => json!({"http": 404}),
@@ -982,7 +982,7 @@ pub fn sim_state(world: &ScriptedToolGateway) -> Value {
     };
     let mut mint = serde_json::Map::new();
     if world.mint_status != MintStatus::Initiated {
-        for slug in CATALOG {
+        for slug in SIMULATED_CATALOG {
             mint.insert((*slug).to_owned(), mint_entry(world.mint_status));
         }
     }

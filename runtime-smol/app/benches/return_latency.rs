@@ -17,7 +17,8 @@
 //! approvals per mode, default 200; the baseline takes N/10; a mode name runs only it).
 //! `BENCH_DEBUG=1` prints every line skipped while waiting for the next expected one. Goal: p99 under 50 ms in both modes.
 
-use connop_app::sim_gateway::{CATALOG, SimOptions, SimToolGateway};
+use connop_app::sim_gateway::{SimOptions, SimToolGateway};
+use connop_core::tool_gateway::SIMULATED_CATALOG;
 use isahc::ReadResponseExt;
 use isahc::config::{Configurable, RedirectPolicy};
 use serde_json::{Value, json};
@@ -234,7 +235,7 @@ fn desktop(sim: &SimToolGateway, n: usize, hint: bool, rng: &mut Rng) -> Vec<Dur
         sim.reset();
         let manage = rpc.send(
             "connectors.manage",
-            json!({"session_id": "bench", "args": {"action": "connect", "connectors": CATALOG}}),
+            json!({"session_id": "bench", "args": {"action": "connect", "connectors": SIMULATED_CATALOG}}),
         );
         let (card, _) = rpc.event("connection.request", |_| true);
         let op_id = card["params"]["payload"]["op_id"].clone();
@@ -278,7 +279,7 @@ fn terminal(sim: &SimToolGateway, n: usize, rng: &mut Rng) -> Vec<Duration> {
     while samples.len() < n {
         sim.reset();
         let mut child = connop(sim, &["connect"])
-            .args(CATALOG)
+            .args(SIMULATED_CATALOG)
             .arg("--json")
             .env("CONNOP_RETURN_URL", "loopback")
             .env("RUST_LOG", "info")

@@ -93,7 +93,7 @@ mod world;
 
 pub use server::{MAX_BODY, MAX_CONTROL_BODY, RandomIds, SimServer, SimToolGateway, serve};
 pub use world::{
-    CATALOG, ControlError, IdSource, NumberedIds, SimAccount, SimRequest, SimResponse, SimWorld,
+    ControlError, IdSource, NumberedIds, SimAccount, SimRequest, SimResponse, SimWorld,
     UNKNOWN_CONNECTOR, USER_DENIED,
 };
 

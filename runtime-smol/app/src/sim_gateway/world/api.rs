@@ -1,11 +1,13 @@
 //! The tool gateway API, `/v1/...`: list the connectors, mint connect links, read an
 //! account; each answer possibly replaced by a queued fault.
 
-use super::faults::{Route, ScriptStep, failure_response};
+use super::faults::{ScriptStep, failure_response};
 use super::http::{SimRequest, SimResponse};
 use super::state::{SimWorld, UNKNOWN_CONNECTOR};
 use crate::sim_gateway::consent;
-use connop_core::tool_gateway::{AccountStatus, ConnectorRow, MintStatus};
+use connop_core::tool_gateway::{
+    AccountStatus, ConnectorRow, GatewayRoute, MintStatus, ReadScript, ScriptedAnswer,
+};
 use serde_json::{Map, Value, json};
 use std::time::Instant;
 
@@ -15,31 +17,24 @@ impl SimWorld {
         if let Some(refused) = self.unauthorized(request) {
             return refused;
         }
-        let path = request.path.as_str();
-        let (route, method) = if path == "/v1/connectors" {
-            (Route::List, "GET")
-        } else if path == "/v1/connectors/connections" {
-            (Route::Mint, "POST")
-        } else if path.starts_with("/v1/connectors/accounts/") {
-            (Route::Account, "GET")
-        } else {
+        let Some((route, id)) = GatewayRoute::of_path(&request.path) else {
             return SimResponse::error(404, "not_found");
         };
+        let method = route.method().as_str();
         if request.method != method {
             let mut res = SimResponse::error(405, "method_not_allowed");
             res.headers.push(("allow".into(), method.into()));
             return res;
         }
-        let id = path.strip_prefix("/v1/connectors/accounts/").unwrap_or("");
         // Every authorized request on a route counts, faulted or not.
         match route {
-            Route::Mint => self.mints += 1,
-            Route::Account => {
+            GatewayRoute::Mint => self.mints += 1,
+            GatewayRoute::Account => {
                 if let Some(account) = self.account_mut(id) {
                     account.reads += 1;
                 }
             }
-            Route::List => {}
+            GatewayRoute::List => {}
         }
         let fault = self.faults.take(route);
         let mut response = match &fault {
@@ -47,9 +42,9 @@ impl SimWorld {
                 failure_response(route, &fault.failure)
             }
             _ => match route {
-                Route::List => self.list(),
-                Route::Mint => self.mint(&request.body, now),
-                Route::Account => self.read_account(id),
+                GatewayRoute::List => self.list(),
+                GatewayRoute::Mint => self.mint(&request.body, now),
+                GatewayRoute::Account => self.read_account(id),
             },
         };
         if let Some(fault) = fault {
@@ -193,26 +188,25 @@ impl SimWorld {
         let Some(account) = self.account(id) else {
             return SimResponse::error(404, "connection_not_found");
         };
-        let nth = account.reads.max(1);
         let global = self.status_reason.clone();
-        let script = self
-            .scripts
-            .get(&account.connector)
-            .filter(|s| !s.is_empty());
-        let (status, reason) = if let Some(script) = script {
-            match &script[nth.min(script.len()) - 1] {
-                ScriptStep::Status(status, reason) => (*status, reason.clone().or(global)),
-                ScriptStep::Http(failure) => return failure_response(Route::Account, failure),
+        let script = ReadScript {
+            steps: self
+                .scripts
+                .get(&account.connector)
+                .map_or(&[][..], Vec::as_slice),
+            flip: self.flips.get(&account.connector).copied(),
+        };
+        let (status, reason) = match script.answer(account.reads) {
+            ScriptedAnswer::Step(ScriptStep::Status(status, reason)) => {
+                (*status, reason.clone().or(global))
             }
-        } else if let Some(flip) = self.flips.get(&account.connector) {
-            let status = if nth >= *flip {
-                AccountStatus::Active
-            } else {
-                AccountStatus::Pending
-            };
-            (status, global)
-        } else {
-            (account.status, account.status_reason.clone().or(global))
+            ScriptedAnswer::Step(ScriptStep::Http(failure)) => {
+                return failure_response(GatewayRoute::Account, failure);
+            }
+            ScriptedAnswer::Status(status) => (status, global),
+            ScriptedAnswer::Unscripted => {
+                (account.status, account.status_reason.clone().or(global))
+            }
         };
         let mut body = Map::new();
         body.insert("connectionId".into(), account.connection_id.clone().into());

@@ -1,10 +1,10 @@
 //! The test controls, `/sim/...`: set the world's state, queue faults, set one account, read
 //! the log, reset. A malformed body changes nothing and says what is wrong and where.
 
-use super::faults::{Fault, ForcedMint, HttpFailure, Route, ScriptStep};
+use super::faults::{Fault, ForcedMint, HttpFailure, ScriptStep};
 use super::http::{SimRequest, SimResponse};
 use super::state::{SimAccount, SimWorld, set_status};
-use connop_core::tool_gateway::{AccountStatus, MintStatus};
+use connop_core::tool_gateway::{AccountStatus, GatewayRoute, MintStatus};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -213,13 +213,9 @@ impl SimWorld {
             let obj = fault
                 .as_object()
                 .ok_or_else(|| shape(format!("faults[{i}]"), "an object"))?;
-            let route = match obj.get("route").and_then(Value::as_str) {
-                Some("list") => Route::List,
-                Some("mint") => Route::Mint,
-                Some("account") => Route::Account,
-                _ => {
-                    return Err(shape(format!("faults[{i}].route"), "list, mint or account"));
-                }
+            let route = obj.get("route").and_then(Value::as_str);
+            let Some(route) = route.and_then(GatewayRoute::parse) else {
+                return Err(shape(format!("faults[{i}].route"), "list, mint or account"));
             };
             let here = || at(format!("faults[{i}]"));
             let failure = parse_failure(obj, "status").map_err(here())?;

@@ -2,7 +2,7 @@
 //! account reads and the faults queued per route.
 
 use super::http::SimResponse;
-use connop_core::tool_gateway::{AccountStatus, MintStatus};
+use connop_core::tool_gateway::{AccountStatus, GatewayRoute, MintStatus};
 use serde_json::{Map, Value};
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -42,28 +42,21 @@ pub(super) struct Fault {
     pub(super) remaining: usize,
 }
 
-/// The `/v1/...` routes a fault can be queued on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Route {
-    List = 0,
-    Mint = 1,
-    Account = 2,
-}
-
-/// The faults queued on each route, used in the order queued.
+/// The faults queued on each route (in [`GatewayRoute::ALL`]'s order), used in the order
+/// queued.
 #[derive(Debug, Default)]
 pub(super) struct FaultQueues([VecDeque<Fault>; 3]);
 
 impl FaultQueues {
     /// Queues a fault after those already queued on its route; one for no request is dropped.
-    pub(super) fn push(&mut self, route: Route, fault: Fault) {
+    pub(super) fn push(&mut self, route: GatewayRoute, fault: Fault) {
         if fault.remaining > 0 {
             self.0[route as usize].push_back(fault);
         }
     }
 
     /// The fault the next request on `route` gets, if one is queued; counts it used.
-    pub(super) fn take(&mut self, route: Route) -> Option<Fault> {
+    pub(super) fn take(&mut self, route: GatewayRoute) -> Option<Fault> {
         let queue = &mut self.0[route as usize];
         let front = queue.front_mut()?;
         front.remaining -= 1;
@@ -77,7 +70,7 @@ impl FaultQueues {
 
 /// The answer a failure gives instead of the route's own: its body verbatim, or a JSON
 /// `{"error"}` named after the status.
-pub(super) fn failure_response(route: Route, failure: &HttpFailure) -> SimResponse {
+pub(super) fn failure_response(route: GatewayRoute, failure: &HttpFailure) -> SimResponse {
     let status = failure.status.unwrap_or(200);
     let mut response = match &failure.body {
         Some(body) => SimResponse {
@@ -92,7 +85,7 @@ pub(super) fn failure_response(route: Route, failure: &HttpFailure) -> SimRespon
             let error = match status {
                 401 => "unauthorized",
                 403 => "forbidden",
-                404 if route == Route::Account => "connection_not_found",
+                404 if route == GatewayRoute::Account => "connection_not_found",
                 404 => "not_found",
                 429 => "rate_limited",
                 500.. => "internal_error",

@@ -24,7 +24,7 @@ pub use controls::ControlError;
 pub(super) use http::authorized;
 pub use http::{SimRequest, SimResponse};
 pub use ids::{IdSource, NumberedIds};
-pub use state::{CATALOG, SimAccount, SimWorld, UNKNOWN_CONNECTOR, USER_DENIED};
+pub use state::{SimAccount, SimWorld, UNKNOWN_CONNECTOR, USER_DENIED};
 
 #[cfg(test)]
 mod tests;

@@ -6,20 +6,10 @@ use super::dates::rfc3339;
 use super::faults::{FaultQueues, ForcedMint, ScriptStep};
 use super::http::{SimRequest, SimResponse, authorized};
 use super::ids::{IdSource, NumberedIds};
-use connop_core::tool_gateway::AccountStatus;
+use connop_core::tool_gateway::{AccountStatus, SIMULATED_CATALOG};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant, SystemTime};
-
-/// The connectors the simulated gateway lists and mints by default (SPEC §6.1), in list order.
-pub const CATALOG: [&str; 6] = [
-    "gmail",
-    "notion",
-    "slack",
-    "github",
-    "linear",
-    "google_calendar",
-];
 
 /// The status reason of a mint row for a name the gateway does not list.
 pub const UNKNOWN_CONNECTOR: &str = "unknown connector";
@@ -108,7 +98,7 @@ impl SimWorld {
             token,
             auto_complete,
             epoch: (Instant::now(), SystemTime::now()),
-            listed: CATALOG.iter().map(|s| (*s).to_owned()).collect(),
+            listed: SIMULATED_CATALOG.iter().map(|s| (*s).to_owned()).collect(),
             accounts: VecDeque::new(),
             forced: BTreeMap::new(),
             flips: BTreeMap::new(),

@@ -3,7 +3,7 @@
 //! desktop app's name.
 
 use super::{CallPurpose, Effect, Event, Flow, FlowConfig, Surface};
-use crate::contract::{Actor, Kind, SettleReason, TargetAction, TargetState};
+use crate::contract::{Actor, SettleReason, TargetAction, TargetState};
 use crate::error::CallerError;
 use crate::operation::{OpId, Patch, Target};
 use crate::registry::RegistryKey;
@@ -19,12 +19,7 @@ fn config() -> FlowConfig {
 }
 
 fn target(name: &str) -> Target {
-    Target {
-        name: name.into(),
-        kind: Kind::Connector,
-        action: TargetAction::Connect,
-        instructions: None,
-    }
+    Target::connector(name, TargetAction::Connect)
 }
 
 fn drain(flow: &mut Flow) -> Vec<Effect> {

@@ -203,16 +203,11 @@ impl<G: ?Sized> Clone for ToolContext<G> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use connop_core::contract::{Actor, Kind, TargetAction, TargetState};
+    use connop_core::contract::{Actor, TargetAction, TargetState};
     use connop_core::operation::Patch;
 
     fn target(name: &str) -> Target {
-        Target {
-            name: name.into(),
-            kind: Kind::Connector,
-            action: TargetAction::Connect,
-            instructions: None,
-        }
+        Target::connector(name, TargetAction::Connect)
     }
 
     #[test]

@@ -70,8 +70,9 @@
 //!     links still exist; `ScriptedToolGateway::without_connection_ids`).
 //!
 //!   An account read answers, in order: the connector's script, then its flip, then the
-//!   account's own status (as `ScriptedToolGateway::step_of`). Reads are counted per account:
-//!   every authorized read counts, a faulted one included.
+//!   account's own status: the core's `ReadScript`, which the fixtures' `ScriptedToolGateway`
+//!   follows too. Reads are counted per account: every authorized read counts, a faulted one
+//!   included.
 //! - `POST /sim/faults {"faults": [{"route": "list"|"mint"|"account", "status"?,
 //!   "retry_after_ms"?, "delay_ms"?, "body"?, "reset"?, "count"}]}` — the next `count`
 //!   (default 1) authorized requests on that route wait `delay_ms`, then answer `status`

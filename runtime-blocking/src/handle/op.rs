@@ -82,6 +82,11 @@ pub fn waiting_through<R>(through: WaitThrough, inputs: impl FnOnce() -> R) -> R
 /// The process's registry of open operations, as the handle stores itself in it.
 pub(crate) type RegistryCell = Arc<Mutex<Registry<OpHandle>>>;
 
+/// How an operation refers to its registry: weakly, since the registry holds the operation
+/// (open, or settled and kept), and the two must not keep each other alive once the host has
+/// dropped both.
+pub(crate) type RegistryRef = std::sync::Weak<Mutex<Registry<OpHandle>>>;
+
 fn no_result() -> ToolResult {
     ToolResult::Error("the operation ended without a result".into())
 }
@@ -96,8 +101,8 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// What an operation needs from its host while it runs.
 pub(crate) struct OpEnv {
-    /// Where it registers (card path).
-    pub(crate) registry: RegistryCell,
+    /// Where it registers (card path); gone when the host dropped it.
+    pub(crate) registry: RegistryRef,
     /// The card callback and update frames; `None` on the links path.
     pub(crate) events: Option<EventSink>,
     /// How gateway calls run; `None`: the driver starts them (they come out of its step).
@@ -480,8 +485,10 @@ impl OpHandle {
     pub fn close_registration(&self) {
         let Some(op_id) = self.0.op_id else { return };
         let key = self.lock().flow.registry_key().clone();
-        let closed = lock(&self.0.env.registry).close(&key, op_id);
-        drop(closed);
+        if let Some(registry) = self.0.env.registry.upgrade() {
+            let closed = lock(&registry).close(&key, op_id);
+            drop(closed);
+        }
     }
 
     /// The session key it registers under.
@@ -795,7 +802,12 @@ impl OpHandle {
         let env = &self.0.env;
         match effect {
             Effect::Register { key, .. } => {
-                let answer = lock(&env.registry).open(key, self.clone());
+                // A registry the host dropped can hold nothing: the operation goes on
+                // unregistered, as after a close.
+                let answer = match env.registry.upgrade() {
+                    Some(registry) => lock(&registry).open(key, self.clone()),
+                    None => Ok(()),
+                };
                 let mut state = self.lock();
                 let now = env.clock.now();
                 state.feed(|flow| flow.handle_registered(answer, now));
@@ -814,8 +826,10 @@ impl OpHandle {
             Effect::Close { key, op_id } => {
                 // Dropped outside the registry's lock: the last reference to an operation
                 // may be the registry's.
-                let forgotten = lock(&env.registry).close_settled(&key, op_id);
-                drop(forgotten);
+                if let Some(registry) = env.registry.upgrade() {
+                    let forgotten = lock(&registry).close_settled(&key, op_id);
+                    drop(forgotten);
+                }
             }
             Effect::Return(result) => self.lock().result = Some(result),
             // An effect of a newer core than this runtime knows.

@@ -140,7 +140,12 @@ impl OpHandle {
         let env = &self.0.env;
         match effect {
             Effect::Register { key, .. } => {
-                let answer = lock(&env.registry).open(key, self.clone());
+                // A registry the host dropped can hold nothing: the operation goes on
+                // unregistered, as after a close.
+                let answer = match env.registry.upgrade() {
+                    Some(registry) => lock(&registry).open(key, self.clone()),
+                    None => Ok(()),
+                };
                 let mut state = self.lock();
                 let now = env.clock.now();
                 state.flow.handle_registered(answer, now);
@@ -158,8 +163,10 @@ impl OpHandle {
             Effect::Close { key, op_id } => {
                 // Dropped outside the registry's lock: the last reference to an operation
                 // may be the registry's.
-                let forgotten = lock(&env.registry).close_settled(&key, op_id);
-                drop(forgotten);
+                if let Some(registry) = env.registry.upgrade() {
+                    let forgotten = lock(&registry).close_settled(&key, op_id);
+                    drop(forgotten);
+                }
             }
             Effect::Return(result) => self.lock().result = Some(result),
             // An effect of a newer core than this runtime knows.

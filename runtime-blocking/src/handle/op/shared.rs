@@ -28,6 +28,11 @@ pub trait CallStarter: Send + Sync {
 /// The process's registry of open operations, as the handle stores itself in it.
 pub(crate) type RegistryCell = Arc<Mutex<Registry<OpHandle>>>;
 
+/// How an operation refers to its registry: weakly, since the registry holds the operation
+/// (open, or settled and kept), and the two must not keep each other alive once the host has
+/// dropped both.
+pub(crate) type RegistryRef = Weak<Mutex<Registry<OpHandle>>>;
+
 fn no_result() -> ToolResult {
     ToolResult::Error("the operation ended without a result".into())
 }
@@ -42,8 +47,8 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// What an operation needs from its host while it runs.
 pub(crate) struct OpEnv {
-    /// Where it registers (card path).
-    pub(crate) registry: RegistryCell,
+    /// Where it registers (card path); gone when the host dropped it.
+    pub(crate) registry: RegistryRef,
     /// The card callback and update frames; `None` on the links path.
     pub(crate) events: Option<EventSink>,
     /// How gateway calls run; `None`: the driver starts them (they come out of its step).
@@ -138,8 +143,10 @@ impl OpHandle {
     pub fn close_registration(&self) {
         let Some(op_id) = self.0.op_id else { return };
         let key = self.lock().flow.registry_key().clone();
-        let closed = lock(&self.0.env.registry).close(&key, op_id);
-        drop(closed);
+        if let Some(registry) = self.0.env.registry.upgrade() {
+            let closed = lock(&registry).close(&key, op_id);
+            drop(closed);
+        }
     }
 
     /// The session key it registers under.

@@ -4,7 +4,6 @@
 //! line per operation every [`FAILURE_LOG_EVERY`] with the rest counted.
 
 use super::metrics::metrics;
-use connop_smol::driver::run_to_end;
 use connop_blocking::{EventSink, ToolContext};
 use connop_core::flow::Event;
 use connop_core::operation::Text;
@@ -12,6 +11,7 @@ use connop_core::tool::ToolResult;
 use connop_core::tool_gateway::{
     AsyncToolGateway, GatewayCall, GatewayError, GatewayFuture, GatewayReply,
 };
+use connop_smol::driver::run_to_end;
 use serde_json::Value;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};

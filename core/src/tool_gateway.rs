@@ -90,10 +90,16 @@ impl GatewayRoute {
         GatewayRoute::ALL.into_iter().find(|r| r.name() == name)
     }
 
-    /// Whether a retryable failure ([`GatewayError::is_retryable`]) gets its one retry:
-    /// never the mint's, since the gateway cannot de-duplicate authorization starts.
-    pub const fn retries(self) -> bool {
-        !matches!(self, GatewayRoute::Mint)
+    /// Whether a retryable failure ([`GatewayError::is_retryable`]) gets its one retry. The
+    /// mint's never does: the gateway cannot de-duplicate authorization starts. An account
+    /// read that `timed_out` does not either: its timeout is the time the watcher had left for
+    /// it, so the attempt spent all of it and a retry could only run past the deadline.
+    pub const fn retries(self, timed_out: bool) -> bool {
+        match self {
+            GatewayRoute::Mint => false,
+            GatewayRoute::Account => !timed_out,
+            GatewayRoute::List => true,
+        }
     }
 }
 

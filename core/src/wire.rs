@@ -305,7 +305,8 @@ impl Response {
     }
 }
 
-/// A request that got no HTTP answer. Both kinds are retried once (not for the mint).
+/// A request that got no HTTP answer. Both kinds are retried once, but never for the mint and
+/// not a timed-out account read (see the exchange's retry rule).
 #[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TransportError {
@@ -356,6 +357,7 @@ impl InFlight {
             request,
             retried,
         } = self;
+        let timed_out = matches!(answer, Err(TransportError::TimedOut));
         let outcome = match answer {
             Ok(response) => exchange.on_response(response),
             Err(TransportError::Failed(reason)) => Err(GatewayError::Transport(reason)),
@@ -367,7 +369,7 @@ impl InFlight {
         match outcome {
             Ok(Next::Fetch(next)) => exchange.send(next),
             Ok(Next::Reply(reply)) => ExchangeStep::Done(Ok(reply)),
-            Err(err) if err.is_retryable() && !retried && exchange.retries() => {
+            Err(err) if err.is_retryable() && !retried && exchange.retries(timed_out) => {
                 ExchangeStep::Send(InFlight {
                     exchange,
                     request,
@@ -585,9 +587,10 @@ impl Exchange {
         }
     }
 
-    /// Whether a retryable failure of this route gets its one retry.
-    fn retries(&self) -> bool {
-        self.route().retries()
+    /// Whether a retryable failure of this request gets its one retry
+    /// ([`GatewayRoute::retries`]).
+    fn retries(&self, timed_out: bool) -> bool {
+        self.route().retries(timed_out)
     }
 
     fn on_response(&mut self, response: Response) -> Result<Next, GatewayError> {
@@ -1225,8 +1228,31 @@ mod tests {
     }
 
     #[test]
+    fn an_account_read_that_timed_out_is_not_retried_but_one_that_failed_early_is() {
+        let (result, sent) = drive(
+            &config(),
+            &account("ca_1"),
+            vec![Err(TransportError::TimedOut)],
+        );
+        assert!(err(result).is_retryable());
+        assert_eq!(sent.len(), 1, "the timeout was all the time the read had");
+        let (result, sent) = drive(
+            &config(),
+            &account("ca_1"),
+            vec![failed(), ok(account_body("ca_1", "active"))],
+        );
+        let Ok(GatewayReply::Account(Some(acc))) = result else {
+            panic!("{result:?}")
+        };
+        assert_eq!((acc.status, sent.len()), (AccountStatus::Active, 2));
+    }
+
+    #[test]
     fn a_retry_is_flagged_and_a_timeout_names_its_duration() {
-        let ExchangeStep::Send(first) = Exchange::start(&config(), &account("ca_1")) else {
+        let call = GatewayCall::List {
+            timeout: Some(Duration::from_secs(7)),
+        };
+        let ExchangeStep::Send(first) = Exchange::start(&config(), &call) else {
             panic!()
         };
         assert!(!first.is_retry());

@@ -5,10 +5,6 @@
 //!
 //! Each takes arbitrary bytes and panics only when a property fails.
 
-use connop_core::flow::Input;
-use connop_core::operation::Text;
-use connop_fixtures::fuzzing::{Reached, Target};
-use connop_fixtures::{ScriptedToolGateway, Sim};
 use connop_app::api::executor::TurnExecutor;
 use connop_app::api::{Api, ApiConfig};
 use connop_app::cli::connect::returns::{Return, target_of};
@@ -17,6 +13,10 @@ use connop_app::sim_gateway::{
     IdSource, NumberedIds, SimAccount, SimRequest, SimResponse, SimWorld,
 };
 use connop_app::store::Database;
+use connop_core::flow::Input;
+use connop_core::operation::Text;
+use connop_fixtures::fuzzing::{Reached, Target};
+use connop_fixtures::{ScriptedToolGateway, Sim};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use serde_json::{Value, json};

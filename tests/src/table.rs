@@ -428,14 +428,22 @@ fn play_runtime(scenario: &Scenario, smol: bool, backend: &dyn Backend) -> Playe
         configure(&mut ctx, scenario, events, &interrupt, &clock);
         smol::block_on(connop_smol::manage_connections(&scenario.args, &ctx)).to_value()
     } else {
-        let gateway = hooked_blocking(backend.blocking(), hook);
+        let tracked = Arc::new(InFlight {
+            inner: hooked_blocking(backend.blocking(), hook),
+            calls: Arc::default(),
+        });
+        let gateway: Arc<dyn BlockingToolGateway> = tracked.clone();
         let mut ctx: ToolContext<dyn BlockingToolGateway> =
             ToolContext::new(registry.clone(), SESSION, gateway.clone());
         configure(&mut ctx, scenario, events, &interrupt, &clock);
         if backend.inline_calls() {
             ctx.calls = Some(Arc::new(connop_blocking::InlineCalls(gateway)));
         }
-        connop_blocking::manage_connections(&scenario.args, &ctx).to_value()
+        let result = connop_blocking::manage_connections(&scenario.args, &ctx).to_value();
+        // A call the settle withdrew may still be out on the call pool: let it land here, not
+        // in the next scenario's counts.
+        tracked.wait_idle();
+        result
     };
     let returned_at = clock.elapsed();
     for actor in std::mem::take(&mut *actors.lock().unwrap()) {
@@ -505,6 +513,37 @@ fn preopen(registry: &SharedRegistry, backend: &dyn Backend, clock: &Arc<AutoClo
     clock.finished(waker);
     assert!(registry.current(SESSION).is_some());
     op.op_id().expect("a connect has an operation")
+}
+
+/// Counts the blocking gateway's calls still out, so a scenario ends only once they landed.
+struct InFlight {
+    inner: Arc<dyn BlockingToolGateway>,
+    calls: Arc<(Mutex<usize>, std::sync::Condvar)>,
+}
+
+impl InFlight {
+    fn wait_idle(&self) {
+        let (count, idle) = &*self.calls;
+        let guard = count.lock().unwrap();
+        let (_guard, wait) = idle
+            .wait_timeout_while(guard, Duration::from_secs(30), |n| *n > 0)
+            .unwrap();
+        assert!(!wait.timed_out(), "a gateway call was still out after 30 s");
+    }
+}
+
+impl BlockingToolGateway for InFlight {
+    fn call(&self, call: &GatewayCall) -> Result<GatewayReply, GatewayError> {
+        let (count, idle) = &*self.calls;
+        *count.lock().unwrap() += 1;
+        let answer = self.inner.call(call);
+        let mut n = count.lock().unwrap();
+        *n -= 1;
+        if *n == 0 {
+            idle.notify_all();
+        }
+        answer
+    }
 }
 
 struct Hooked<G: ?Sized> {

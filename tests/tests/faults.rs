@@ -3,12 +3,12 @@
 //! connection. Every operation still settles by its deadline plus one tick, a failed mint
 //! returns SPEC §5.4's error text, and the gateway's request log shows what was sent.
 
+use connop_app::sim_gateway::SimRequest;
 use connop_blocking::{SharedRegistry, ToolContext};
 use connop_core::flow::{Event, Surface};
 use connop_core::tool_gateway::{AsyncToolGateway, BlockingToolGateway};
 use connop_core::wire::ClientConfig;
 use connop_fixtures::ScriptedToolGateway;
-use connop_app::sim_gateway::SimRequest;
 use connop_tests::table::{Backend, OverHttp, Runtime};
 use serde_json::{Value, json};
 use std::sync::Arc;

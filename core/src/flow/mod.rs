@@ -590,6 +590,14 @@ impl Flow {
         self.stage == Stage::Done && self.effects.is_empty()
     }
 
+    /// Whether the flow has returned: its result is queued (or taken) and no input moves it
+    /// any more. Unlike [`Flow::is_done`], its last effects may still wait in the queue: a
+    /// host that runs them on another thread can tell that the operation ended before they ran.
+    #[must_use]
+    pub fn has_returned(&self) -> bool {
+        self.stage == Stage::Done
+    }
+
     // ----- inputs -------------------------------------------------------------------------
     //
     // Each is one `Input` by name (`handle_input` dispatches here), so a runtime that holds the

@@ -171,7 +171,11 @@ def test_the_transport_clients_failures_are_connops():
     stalled = Transport(TimeoutError("stalled"), TimeoutError("stalled"))
     with pytest.raises(connop.ConnopError, match="timed out"):
         _client(stalled).account_status("ca_1", timeout=0.5)
-    assert len(stalled.sent) == 2, "a read that timed out is retried once"
+    assert len(stalled.sent) == 1, "a read that timed out spent its time: it is not sent again"
+    refused = Transport(ConnectionRefusedError("refused"), ConnectionRefusedError("refused"))
+    with pytest.raises(connop.ConnopError):
+        _client(refused).account_status("ca_1", timeout=0.5)
+    assert len(refused.sent) == 2, "a read that failed early is retried once"
     with pytest.raises(connop.ConnopError, match="no connector gateway endpoint"):
         _client(Transport(), origin=None).list_connectors()
 

@@ -102,7 +102,7 @@ impl<G: ?Sized> ToolContext<G> {
     pub fn start(&self, args: &Value, calls: Option<Arc<dyn CallStarter>>) -> OpHandle {
         let flow = Flow::start(args, self.flow_config(), entropy(), self.clock.now());
         let env = OpEnv {
-            registry: self.registry.cell().clone(),
+            registry: Arc::downgrade(self.registry.cell()),
             events: self.events.clone(),
             calls: self.calls.clone().or(calls),
             clock: self.clock.clone(),
@@ -134,7 +134,7 @@ impl<G: ?Sized> ToolContext<G> {
     pub fn open(&self, targets: Vec<Target>) -> Result<OpHandle, AlreadyOpen> {
         let flow = Flow::open(targets, self.flow_config(), entropy(), self.clock.now());
         let env = OpEnv {
-            registry: self.registry.cell().clone(),
+            registry: Arc::downgrade(self.registry.cell()),
             events: self.events.clone(),
             calls: self.calls.clone(),
             clock: self.clock.clone(),
@@ -168,7 +168,7 @@ impl<G: ?Sized> ToolContext<G> {
     pub fn detached(&self, targets: Vec<Target>) -> OpHandle {
         let flow = Flow::detached(targets, self.flow_config(), entropy(), self.clock.now());
         let env = OpEnv {
-            registry: self.registry.cell().clone(),
+            registry: Arc::downgrade(self.registry.cell()),
             events: self.events.clone(),
             calls: self.calls.clone(),
             clock: self.clock.clone(),

@@ -57,10 +57,7 @@ fn bump(counter: &AtomicU64) {
 
 /// A fresh folder for the gateway's home, socket and agent script.
 fn scratch() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "connop-soak-{}",
-        connop_app::sync::random_hex(6)
-    ));
+    let dir = std::env::temp_dir().join(format!("connop-soak-{}", connop_app::sync::random_hex(6)));
     std::fs::create_dir_all(&dir).expect("a scratch folder");
     dir
 }

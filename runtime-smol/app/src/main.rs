@@ -1,8 +1,6 @@
 //! `connop`: connection operations for AI-agent gateways, from the command line.
 
 use clap::{Args, Parser, Subcommand};
-use connop_core::flow::OperationOptions;
-use connop_core::operation::Text;
 use connop_app::api::executor::TurnExecutor;
 use connop_app::api::{ApiConfig, DEFAULT_MAX_BODY};
 use connop_app::cli::connect::{ConnectOptions, run_connect, run_connectors};
@@ -19,6 +17,8 @@ use connop_app::sim_gateway::SimOptions;
 use connop_app::store::Database;
 use connop_app::store::postgres::{DEFAULT_POOL_SIZE, PgOptions};
 use connop_app::telemetry::{LogFormat, init_logging};
+use connop_core::flow::OperationOptions;
+use connop_core::operation::Text;
 use std::io::IsTerminal as _;
 use std::io::Write as _;
 use std::net::SocketAddr;

@@ -61,10 +61,8 @@ mod tests {
 
     #[test]
     fn folders_and_files_are_private_whatever_the_umask() {
-        let base = std::env::temp_dir().join(format!(
-            "connop-private-{}",
-            crate::sync::random_hex(6)
-        ));
+        let base =
+            std::env::temp_dir().join(format!("connop-private-{}", crate::sync::random_hex(6)));
         std::fs::create_dir(&base).unwrap();
         std::fs::set_permissions(&base, Permissions::from_mode(0o755)).unwrap();
         // (The binary's tests run it under umasks that take the owner's bits too.)

@@ -8,8 +8,8 @@
 
 mod support;
 
-use connop_core::tool_gateway::AccountStatus;
 use connop_app::sim_gateway::{SimOptions, SimRequest, SimToolGateway};
+use connop_core::tool_gateway::AccountStatus;
 use std::io::{BufRead, BufReader, Write};
 use support::connop;
 use support::http_api::Api;

@@ -250,10 +250,7 @@ fn sigterm_interrupts_every_operation_answers_every_manage_and_exits_0_within_a_
 
 #[test]
 fn sighup_settles_like_sigterm_and_ends_the_agent_commands() {
-    let home = std::env::temp_dir().join(format!(
-        "connop-hup-{}",
-        connop_app::sync::random_hex(6)
-    ));
+    let home = std::env::temp_dir().join(format!("connop-hup-{}", connop_app::sync::random_hex(6)));
     std::fs::create_dir_all(&home).unwrap();
     let pid_file = home.join("agent.pid");
     let agent = format!("echo $$ > '{}'; exec sleep 60", pid_file.display());
@@ -299,10 +296,8 @@ fn a_sigterm_sent_the_moment_the_first_listening_line_is_out_ends_the_gateway_wi
     // The first line is the embedded tool gateway's; the JSON-RPC listener and the HTTP API
     // (its store opened) come after it. Whoever read a `listening` line may signal at once.
     // A home of its own: the user's `~/.connop` is no test's store.
-    let home = std::env::temp_dir().join(format!(
-        "connop-term-{}",
-        connop_app::sync::random_hex(6)
-    ));
+    let home =
+        std::env::temp_dir().join(format!("connop-term-{}", connop_app::sync::random_hex(6)));
     let mut command = connop();
     command.env("CONNOP_HOME", &home);
     let gw = Gateway::start_command(

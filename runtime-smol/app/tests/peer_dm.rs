@@ -3,9 +3,9 @@
 //! created, and transport or HTTP failures come back as the peer's errors with the reason; a
 //! URL that cannot be used is the user's.
 
-use connop_fixtures::canned::{Canned, Seen, Server, reply};
 use connop_app::cli::peer::{DmOptions, peer_dm};
 use connop_app::error::{AppError, UpstreamError, UsageError};
+use connop_fixtures::canned::{Canned, Seen, Server, reply};
 use serde_json::{Value, json};
 
 fn options(server_url: String, json: bool) -> DmOptions {

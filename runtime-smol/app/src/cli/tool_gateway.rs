@@ -4,9 +4,9 @@
 use crate::error::{AppError, EnvironmentError, UpstreamError};
 use crate::sim_gateway::{SimOptions, SimToolGateway};
 use crate::sync::random_hex;
-use connop_smol::http::AsyncHttpToolGateway;
 use connop_core::tool_gateway::{AsyncToolGateway, GatewayError, GatewayRoute};
 use connop_core::wire::ClientConfig;
+use connop_smol::http::AsyncHttpToolGateway;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -71,10 +71,7 @@ async fn admin_client(url: &str) -> Result<tokio_postgres::Client, StoreError> {
 }
 
 fn sqlite() -> Subject {
-    let home = std::env::temp_dir().join(format!(
-        "connop-contract-{}",
-        crate::sync::random_hex(6)
-    ));
+    let home = std::env::temp_dir().join(format!("connop-contract-{}", crate::sync::random_hex(6)));
     let signals = Arc::new(RunSignals::default());
     let store = SqliteStore::open(&home, signals.clone(), t(0)).expect("the SQLite store opens");
     Subject {

@@ -4,7 +4,6 @@
 //! line per operation every [`FAILURE_LOG_EVERY`] with the rest counted.
 
 use super::metrics::{ENDED_FAILED, ENDED_LINKS, metrics};
-use connop_smol::driver::run_to_end;
 use connop_blocking::{EventSink, ToolContext};
 use connop_core::flow::Event;
 use connop_core::operation::Text;
@@ -13,6 +12,7 @@ use connop_core::tool_gateway::{
     AsyncToolGateway, GatewayCall, GatewayError, GatewayFuture, GatewayReply, GatewayRoute,
 };
 use connop_core::wire::{failure_status, outcome_label};
+use connop_smol::driver::run_to_end;
 use serde_json::Value;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -229,8 +229,10 @@ impl CallLog {
         };
         let connection_id = call.connection_id.as_deref();
         // The exchange gives ≥ 500 and transport failures one retry, never the mint's: a
-        // retryable error that came back was the retry's too.
-        let retried = error.is_retryable() && call.route.retries();
+        // retryable error that came back was the retry's too. (The error does not say whether
+        // an account read timed out, which is not retried: it is counted as one that failed
+        // early.)
+        let retried = error.is_retryable() && call.route.retries(false);
         match error {
             GatewayError::RateLimited { retry_after } => {
                 tracing::warn!(

@@ -47,10 +47,8 @@ impl Cluster {
     /// Makes and starts a cluster.
     pub fn start() -> Self {
         let bin = server_binaries().expect("PostgreSQL's server binaries");
-        let dir = std::env::temp_dir().join(format!(
-            "connop-pg-{}",
-            connop_app::sync::random_hex(6)
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("connop-pg-{}", connop_app::sync::random_hex(6)));
         std::fs::create_dir_all(&dir).expect("the cluster's folder");
         let root = rustix::process::geteuid().is_root();
         let owner = root.then(|| {

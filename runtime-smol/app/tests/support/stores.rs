@@ -52,10 +52,8 @@ pub struct Place {
 impl Place {
     /// A fresh place on `kind`.
     pub fn new(kind: StoreKind) -> Self {
-        let home = std::env::temp_dir().join(format!(
-            "connop-store-{}",
-            connop_app::sync::random_hex(6)
-        ));
+        let home =
+            std::env::temp_dir().join(format!("connop-store-{}", connop_app::sync::random_hex(6)));
         std::fs::create_dir_all(&home).expect("a CONNOP_HOME");
         Place {
             home,

@@ -130,19 +130,19 @@ impl fmt::Debug for ClientConfig {
 
 /// The HTTP methods the API uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Method {
+pub enum HttpMethod {
     /// The list and the account read.
     Get,
     /// The mint.
     Post,
 }
 
-impl Method {
+impl HttpMethod {
     /// The method as it goes on the request line.
     pub const fn as_str(self) -> &'static str {
         match self {
-            Method::Get => "GET",
-            Method::Post => "POST",
+            HttpMethod::Get => "GET",
+            HttpMethod::Post => "POST",
         }
     }
 }
@@ -156,10 +156,10 @@ const ACCOUNTS_PATH: &str = "/v1/connectors/accounts";
 
 impl GatewayRoute {
     /// The HTTP method.
-    pub const fn method(self) -> Method {
+    pub const fn method(self) -> HttpMethod {
         match self {
-            GatewayRoute::List | GatewayRoute::Account => Method::Get,
-            GatewayRoute::Mint => Method::Post,
+            GatewayRoute::List | GatewayRoute::Account => HttpMethod::Get,
+            GatewayRoute::Mint => HttpMethod::Post,
         }
     }
 
@@ -231,7 +231,7 @@ pub fn outcome_label(result: &Result<GatewayReply, GatewayError>) -> &'static st
 #[derive(Clone, PartialEq, Eq)]
 pub struct Request {
     /// GET or POST.
-    pub method: Method,
+    pub method: HttpMethod,
     /// The full URL, query included.
     pub url: String,
     /// `Authorization`, `Content-Type` and `Accept`, in that order.
@@ -549,7 +549,7 @@ impl Exchange {
         })
     }
 
-    fn request(&self, method: Method, url: String, body: Option<String>) -> Request {
+    fn request(&self, method: HttpMethod, url: String, body: Option<String>) -> Request {
         Request {
             method,
             url,
@@ -850,7 +850,7 @@ mod tests {
         let page = || ok(json!({"items": [row("gmail")], "nextCursor": null}));
         let (result, sent) = drive(&config(), &list(), vec![page()]);
         assert_eq!(names(result), ["gmail"]);
-        assert_eq!(sent[0].method, Method::Get);
+        assert_eq!(sent[0].method, HttpMethod::Get);
         assert_eq!(sent[0].url, format!("{BASE}/v1/connectors?limit=50"));
         assert_eq!(sent[0].body, None);
         assert_eq!(sent[0].timeout, DEFAULT_TIMEOUT);
@@ -889,7 +889,7 @@ mod tests {
         assert_eq!(rows[0].connect_url.as_deref(), Some("https://c/1"));
         assert_eq!(rows[1].status, MintStatus::Active);
         let req = &sent[0];
-        assert_eq!(req.method, Method::Post);
+        assert_eq!(req.method, HttpMethod::Post);
         assert_eq!(req.url, format!("{BASE}/v1/connectors/connections"));
         assert_eq!(req.timeout, Duration::from_secs(4));
         assert_eq!(
@@ -928,7 +928,7 @@ mod tests {
         };
         assert_eq!(acc.status, AccountStatus::Active);
         assert_eq!(&*acc.connection_id, "ca_1/x y?");
-        assert_eq!(sent[0].method, Method::Get);
+        assert_eq!(sent[0].method, HttpMethod::Get);
         assert_eq!(
             sent[0].url,
             format!("{BASE}/v1/connectors/accounts/ca_1%2Fx%20y%3F")

@@ -5,7 +5,7 @@
 //! here are public so the async client sends exactly the same requests.
 
 use connop_core::tool_gateway::{BlockingToolGateway, GatewayCall, GatewayError, GatewayReply};
-use connop_core::wire::{self, Answer, ClientConfig, Exchange, Method, TransportError};
+use connop_core::wire::{self, Answer, ClientConfig, Exchange, HttpMethod, TransportError};
 use isahc::HttpClient;
 use isahc::config::Configurable;
 use std::io::Read;
@@ -144,8 +144,8 @@ impl HttpToolGateway {
     pub fn send(&self, request: &wire::Request) -> Answer {
         // The mint is the API's only POST.
         let client = match request.method {
-            Method::Post => &self.mint_client,
-            Method::Get => &self.client,
+            HttpMethod::Post => &self.mint_client,
+            HttpMethod::Get => &self.client,
         };
         let request: isahc::Request<isahc::Body> = to_isahc(request)?;
         let mut response = client.send(request).map_err(|e| transport_error(&e))?;

@@ -9,7 +9,7 @@ use connop_blocking::http::{
     transport_error,
 };
 use connop_core::tool_gateway::{AsyncToolGateway, GatewayCall, GatewayFuture};
-use connop_core::wire::{self, Answer, ClientConfig, Exchange, Method};
+use connop_core::wire::{self, Answer, ClientConfig, Exchange, HttpMethod};
 use futures_lite::io::AsyncReadExt;
 use isahc::HttpClient;
 use std::sync::Arc;
@@ -64,8 +64,8 @@ impl AsyncHttpToolGateway {
     pub async fn send(&self, request: &wire::Request) -> Answer {
         // The mint is the API's only POST.
         let client = match request.method {
-            Method::Post => &self.0.mint_client,
-            Method::Get => &self.0.client,
+            HttpMethod::Post => &self.0.mint_client,
+            HttpMethod::Get => &self.0.client,
         };
         let request: isahc::Request<isahc::AsyncBody> = to_isahc(request)?;
         let mut response = client

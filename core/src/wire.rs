@@ -2,14 +2,15 @@
 //!
 //! Every rule of the API (routes, headers, pagination, status mapping, the one retry, the
 //! timeouts) is decided here, once, so that the blocking and the async clients only move
-//! bytes and cannot disagree. An [`Exchange`] runs one [`GatewayCall`]: it yields a
-//! [`Request`] to send, takes the [`Response`] (or a [`TransportError`]) back, and ends with
-//! the call's `Result<GatewayReply, GatewayError>`. [`Exchange::run`] (a blocking `send`) and
-//! [`Exchange::run_async`] (an async one) are that loop, written once for each kind of client.
+//! bytes and cannot disagree. An [`Exchange`] runs one [`GatewayCall`]: it yields an
+//! [`HttpRequest`] to send, takes the [`HttpResponse`] (or a [`TransportError`]) back, and
+//! ends with the call's `Result<GatewayReply, GatewayError>`. [`Exchange::run`] (a blocking
+//! `send`) and [`Exchange::run_async`] (an async one) are that loop, written once for each
+//! kind of client.
 //!
 //! ```
 //! use connop_core::tool_gateway::{GatewayCall, GatewayReply};
-//! use connop_core::wire::{ClientConfig, Exchange, Response, ExchangeStep};
+//! use connop_core::wire::{ClientConfig, Exchange, HttpResponse, ExchangeStep};
 //!
 //! let config = ClientConfig::new("http://127.0.0.1:8080/", Some("t0k".into()));
 //! let call = GatewayCall::List { timeout: None };
@@ -20,7 +21,7 @@
 //!             assert_eq!(in_flight.request().url, "http://127.0.0.1:8080/v1/connectors?limit=50");
 //!             // A real client sends the request here.
 //!             let body = br#"{"items": [{"connector": "gmail", "enabled": true}], "nextCursor": null}"#;
-//!             step = in_flight.receive(Ok(Response::new(200, body.to_vec())));
+//!             step = in_flight.receive(Ok(HttpResponse::new(200, body.to_vec())));
 //!         }
 //!         ExchangeStep::Done(result) => break result,
 //!     }
@@ -229,7 +230,7 @@ pub fn outcome_label(result: &Result<GatewayReply, GatewayError>) -> &'static st
 
 /// One HTTP request to send, complete: the client adds nothing.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Request {
+pub struct HttpRequest {
     /// GET or POST.
     pub method: HttpMethod,
     /// The full URL, query included.
@@ -242,7 +243,7 @@ pub struct Request {
     pub timeout: Duration,
 }
 
-impl Request {
+impl HttpRequest {
     /// A header's value by case-insensitive name.
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
@@ -252,7 +253,7 @@ impl Request {
     }
 }
 
-impl fmt::Debug for Request {
+impl fmt::Debug for HttpRequest {
     // The Authorization header carries the token: never print it.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let headers: Vec<(&str, &str)> = self
@@ -267,7 +268,7 @@ impl fmt::Debug for Request {
                 (*k, v)
             })
             .collect();
-        f.debug_struct("Request")
+        f.debug_struct("HttpRequest")
             .field("method", &self.method)
             .field("url", &self.url)
             .field("headers", &headers)
@@ -279,7 +280,7 @@ impl fmt::Debug for Request {
 
 /// What came back for a request: only the parts the API reads.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Response {
+pub struct HttpResponse {
     /// The HTTP status code.
     pub status: u16,
     /// The raw `Retry-After` header, if any (read on a 429).
@@ -288,10 +289,10 @@ pub struct Response {
     pub body: Vec<u8>,
 }
 
-impl Response {
+impl HttpResponse {
     /// A response with no `Retry-After`.
     pub fn new(status: u16, body: impl Into<Vec<u8>>) -> Self {
-        Response {
+        HttpResponse {
             status,
             retry_after: None,
             body: body.into(),
@@ -317,7 +318,7 @@ pub enum TransportError {
 }
 
 /// The answer a client feeds back for a sent request.
-pub type Answer = Result<Response, TransportError>;
+pub type Answer = Result<HttpResponse, TransportError>;
 
 /// What to do next in an exchange.
 #[must_use = "an exchange goes on only when its request is sent and answered"]
@@ -335,13 +336,13 @@ pub enum ExchangeStep {
 #[derive(Debug)]
 pub struct InFlight {
     exchange: Exchange,
-    request: Request,
+    request: HttpRequest,
     retried: bool,
 }
 
 impl InFlight {
     /// The request to send.
-    pub fn request(&self) -> &Request {
+    pub fn request(&self) -> &HttpRequest {
         &self.request
     }
 
@@ -420,7 +421,7 @@ impl Exchange {
     pub fn run(
         config: &ClientConfig,
         call: &GatewayCall,
-        mut send: impl FnMut(&Request) -> Answer,
+        mut send: impl FnMut(&HttpRequest) -> Answer,
     ) -> Result<GatewayReply, GatewayError> {
         let mut step = Exchange::start(config, call);
         loop {
@@ -444,7 +445,7 @@ impl Exchange {
     pub async fn run_async<F>(
         config: &ClientConfig,
         call: &GatewayCall,
-        mut send: impl FnMut(Request) -> F,
+        mut send: impl FnMut(HttpRequest) -> F,
     ) -> Result<GatewayReply, GatewayError>
     where
         F: std::future::Future<Output = Answer>,
@@ -523,7 +524,7 @@ impl Exchange {
         config: &ClientConfig,
         leg: Leg,
         timeout: Duration,
-        first: impl FnOnce(&Exchange) -> Request,
+        first: impl FnOnce(&Exchange) -> HttpRequest,
     ) -> ExchangeStep {
         let token = match (config.token(), config.host_credentials) {
             (_, true) => None,
@@ -541,7 +542,7 @@ impl Exchange {
         exchange.send(request)
     }
 
-    fn send(self, request: Request) -> ExchangeStep {
+    fn send(self, request: HttpRequest) -> ExchangeStep {
         ExchangeStep::Send(InFlight {
             exchange: self,
             request,
@@ -549,8 +550,8 @@ impl Exchange {
         })
     }
 
-    fn request(&self, method: HttpMethod, url: String, body: Option<String>) -> Request {
-        Request {
+    fn request(&self, method: HttpMethod, url: String, body: Option<String>) -> HttpRequest {
+        HttpRequest {
             method,
             url,
             headers: match &self.token {
@@ -569,7 +570,7 @@ impl Exchange {
         }
     }
 
-    fn list_request(&self, cursor: Option<&str>) -> Request {
+    fn list_request(&self, cursor: Option<&str>) -> HttpRequest {
         let mut url = format!("{}{LIST_PATH}?limit={PAGE_LIMIT}", self.base_url);
         if let Some(cursor) = cursor {
             url.push_str("&cursor=");
@@ -593,7 +594,7 @@ impl Exchange {
         self.route().retries(timed_out)
     }
 
-    fn on_response(&mut self, response: Response) -> Result<Next, GatewayError> {
+    fn on_response(&mut self, response: HttpResponse) -> Result<Next, GatewayError> {
         let status = response.status;
         match status {
             200..=299 => {}
@@ -634,7 +635,7 @@ impl Exchange {
 
 enum Next {
     /// Another list page.
-    Fetch(Request),
+    Fetch(HttpRequest),
     /// The call's answer.
     Reply(GatewayReply),
 }
@@ -682,7 +683,7 @@ fn parse_mint(body: &Value) -> Result<Vec<MintRow>, GatewayError> {
 /// The `Retry-After` header in (possibly fractional) seconds, else the body's
 /// `retryAfterMs`, else 1 s. An HTTP-date header is not understood (no clock here) and falls
 /// through to the body.
-fn retry_after(response: &Response) -> Duration {
+fn retry_after(response: &HttpResponse) -> Duration {
     let from_header = response
         .retry_after
         .as_deref()
@@ -753,11 +754,11 @@ mod tests {
     }
 
     fn ok(body: Value) -> Answer {
-        Ok(Response::new(200, body.to_string()))
+        Ok(HttpResponse::new(200, body.to_string()))
     }
 
     fn status(code: u16) -> Answer {
-        Ok(Response::new(code, "{}"))
+        Ok(HttpResponse::new(code, "{}"))
     }
 
     fn failed() -> Answer {
@@ -769,7 +770,7 @@ mod tests {
         config: &ClientConfig,
         call: &GatewayCall,
         answers: Vec<Answer>,
-    ) -> (Result<GatewayReply, GatewayError>, Vec<Request>) {
+    ) -> (Result<GatewayReply, GatewayError>, Vec<HttpRequest>) {
         let mut answers = VecDeque::from(answers);
         let mut sent = Vec::new();
         let result = Exchange::run(config, call, |request| {
@@ -1068,7 +1069,7 @@ mod tests {
             "",
             "<html>nope</html>",
         ] {
-            let answer = Ok(Response::new(404, body));
+            let answer = Ok(HttpResponse::new(404, body));
             let (result, sent) = drive(&config(), &account("ca_1"), vec![answer]);
             assert_eq!(result, Ok(GatewayReply::Account(None)));
             assert_eq!(sent.len(), 1);
@@ -1083,55 +1084,55 @@ mod tests {
             assert_eq!(sent.len(), 1, "only >= 500 is retried");
         }
         // A 2xx with no body is not a parseable answer.
-        let (result, _) = drive(&config(), &list(), vec![Ok(Response::new(204, ""))]);
+        let (result, _) = drive(&config(), &list(), vec![Ok(HttpResponse::new(204, ""))]);
         assert!(matches!(err(result), GatewayError::InvalidResponse(_)));
     }
 
     #[test]
     fn rate_limit_prefers_the_header_then_the_body_then_one_second() {
-        let cases: Vec<(Response, Duration)> = vec![
+        let cases: Vec<(HttpResponse, Duration)> = vec![
             (
-                Response::new(429, "{}").with_retry_after("2"),
+                HttpResponse::new(429, "{}").with_retry_after("2"),
                 Duration::from_secs(2),
             ),
             (
-                Response::new(429, "").with_retry_after(" 0.25 "),
+                HttpResponse::new(429, "").with_retry_after(" 0.25 "),
                 Duration::from_millis(250),
             ),
             (
-                Response::new(429, r#"{"retryAfterMs": 9000}"#).with_retry_after("3"),
+                HttpResponse::new(429, r#"{"retryAfterMs": 9000}"#).with_retry_after("3"),
                 Duration::from_secs(3),
             ),
             (
-                Response::new(429, r#"{"retryAfterMs": 1500}"#),
+                HttpResponse::new(429, r#"{"retryAfterMs": 1500}"#),
                 Duration::from_millis(1500),
             ),
             (
-                Response::new(429, r#"{"retryAfterMs": 2.5}"#),
+                HttpResponse::new(429, r#"{"retryAfterMs": 2.5}"#),
                 Duration::from_micros(2500),
             ),
             (
-                Response::new(429, r#"{"retryAfterMs": 700}"#).with_retry_after("soon"),
+                HttpResponse::new(429, r#"{"retryAfterMs": 700}"#).with_retry_after("soon"),
                 Duration::from_millis(700),
             ),
             (
-                Response::new(429, "{}").with_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
+                HttpResponse::new(429, "{}").with_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
                 DEFAULT_RETRY_AFTER,
             ),
             (
-                Response::new(429, "{}").with_retry_after("-1"),
+                HttpResponse::new(429, "{}").with_retry_after("-1"),
                 DEFAULT_RETRY_AFTER,
             ),
             (
-                Response::new(429, r#"{"retryAfterMs": -5}"#),
+                HttpResponse::new(429, r#"{"retryAfterMs": -5}"#),
                 DEFAULT_RETRY_AFTER,
             ),
             (
-                Response::new(429, r#"{"retryAfterMs": "10"}"#),
+                HttpResponse::new(429, r#"{"retryAfterMs": "10"}"#),
                 DEFAULT_RETRY_AFTER,
             ),
-            (Response::new(429, "not json"), DEFAULT_RETRY_AFTER),
-            (Response::new(429, ""), Duration::from_secs(1)),
+            (HttpResponse::new(429, "not json"), DEFAULT_RETRY_AFTER),
+            (HttpResponse::new(429, ""), Duration::from_secs(1)),
         ];
         for (response, expected) in cases {
             for call in [list(), mint(&["gmail"]), account("ca_1")] {
@@ -1152,23 +1153,23 @@ mod tests {
     fn out_of_range_retry_after_values_fall_back_and_huge_ones_are_kept() {
         for (response, expected) in [
             (
-                Response::new(429, "{}").with_retry_after("inf"),
+                HttpResponse::new(429, "{}").with_retry_after("inf"),
                 DEFAULT_RETRY_AFTER,
             ),
             (
-                Response::new(429, "{}").with_retry_after("NaN"),
+                HttpResponse::new(429, "{}").with_retry_after("NaN"),
                 DEFAULT_RETRY_AFTER,
             ),
             (
-                Response::new(429, "{}").with_retry_after("1e30"),
+                HttpResponse::new(429, "{}").with_retry_after("1e30"),
                 DEFAULT_RETRY_AFTER,
             ),
             (
-                Response::new(429, r#"{"retryAfterMs": 1e300}"#),
+                HttpResponse::new(429, r#"{"retryAfterMs": 1e300}"#),
                 DEFAULT_RETRY_AFTER,
             ),
             (
-                Response::new(429, "{}").with_retry_after("1e18"),
+                HttpResponse::new(429, "{}").with_retry_after("1e18"),
                 Duration::from_secs(1_000_000_000_000_000_000),
             ),
         ] {
@@ -1185,7 +1186,7 @@ mod tests {
     #[test]
     fn a_body_nested_past_the_recursion_limit_is_an_invalid_response() {
         let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
-        let (result, _) = drive(&config(), &list(), vec![Ok(Response::new(200, deep))]);
+        let (result, _) = drive(&config(), &list(), vec![Ok(HttpResponse::new(200, deep))]);
         assert!(matches!(err(result), GatewayError::InvalidResponse(_)));
     }
 
@@ -1356,7 +1357,7 @@ mod tests {
             (account("ca_1"), r#"{"connector": "g", "status": "active"}"#),
         ];
         for (call, body) in bad {
-            let (result, sent) = drive(&config(), &call, vec![Ok(Response::new(200, body))]);
+            let (result, sent) = drive(&config(), &call, vec![Ok(HttpResponse::new(200, body))]);
             assert!(
                 matches!(err(result), GatewayError::InvalidResponse(_)),
                 "{body} on {}",

@@ -47,7 +47,7 @@ pub fn env_config() -> Option<ClientConfig> {
 
 /// Builds the isahc request for a wire request, body type left to the caller (sync `Body` or
 /// `AsyncBody`), so both clients send byte-identical requests.
-pub fn to_isahc<B>(request: &wire::Request) -> Result<isahc::Request<B>, TransportError>
+pub fn to_isahc<B>(request: &wire::HttpRequest) -> Result<isahc::Request<B>, TransportError>
 where
     B: From<Vec<u8>> + From<()>,
 {
@@ -84,13 +84,13 @@ pub fn body_error(error: std::io::Error) -> TransportError {
 }
 
 /// The wire response for an isahc response whose body was read.
-pub fn to_wire<B>(response: &isahc::Response<B>, body: Vec<u8>) -> wire::Response {
+pub fn to_wire<B>(response: &isahc::Response<B>, body: Vec<u8>) -> wire::HttpResponse {
     let retry_after = response
         .headers()
         .get("retry-after")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    wire::Response {
+    wire::HttpResponse {
         status: response.status().as_u16(),
         retry_after,
         body,
@@ -141,7 +141,7 @@ impl HttpToolGateway {
     }
 
     /// Sends one wire request and reads the whole answer (at most [`MAX_BODY`] bytes of it).
-    pub fn send(&self, request: &wire::Request) -> Answer {
+    pub fn send(&self, request: &wire::HttpRequest) -> Answer {
         // The mint is the API's only POST.
         let client = match request.method {
             HttpMethod::Post => &self.mint_client,

@@ -61,7 +61,7 @@ impl AsyncHttpToolGateway {
     }
 
     /// Sends one wire request and reads the whole answer (at most [`MAX_BODY`] bytes of it).
-    pub async fn send(&self, request: &wire::Request) -> Answer {
+    pub async fn send(&self, request: &wire::HttpRequest) -> Answer {
         // The mint is the API's only POST.
         let client = match request.method {
             HttpMethod::Post => &self.0.mint_client,

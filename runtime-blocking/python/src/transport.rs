@@ -61,7 +61,7 @@ impl BlockingToolGateway for TransportGateway {
 
 impl TransportGateway {
     /// Sends one request through the host's transport.
-    fn send(&self, py: Python<'_>, request: &wire::Request) -> wire::Answer {
+    fn send(&self, py: Python<'_>, request: &wire::HttpRequest) -> wire::Answer {
         let failed = |what: &str, e: PyErr| TransportError::Failed(format!("{what}: {e}"));
         let headers = PyDict::new(py);
         for (name, value) in &request.headers {
@@ -152,7 +152,7 @@ fn response_of(response: &Bound<'_, PyAny>) -> wire::Answer {
         .ok()
         .and_then(|h| h.call_method1("get", ("Retry-After",)).ok())
         .and_then(|v| v.extract::<String>().ok());
-    Ok(wire::Response {
+    Ok(wire::HttpResponse {
         status,
         retry_after,
         body: body.into_bytes(),

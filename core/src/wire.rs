@@ -318,7 +318,7 @@ pub enum TransportError {
 }
 
 /// The answer a client feeds back for a sent request.
-pub type Answer = Result<HttpResponse, TransportError>;
+pub type HttpAnswer = Result<HttpResponse, TransportError>;
 
 /// What to do next in an exchange.
 #[must_use = "an exchange goes on only when its request is sent and answered"]
@@ -352,7 +352,7 @@ impl InFlight {
     }
 
     /// Feeds the request's answer; yields the next request or the call's result.
-    pub fn receive(self, answer: Answer) -> ExchangeStep {
+    pub fn receive(self, answer: HttpAnswer) -> ExchangeStep {
         let InFlight {
             mut exchange,
             request,
@@ -421,7 +421,7 @@ impl Exchange {
     pub fn run(
         config: &ClientConfig,
         call: &GatewayCall,
-        mut send: impl FnMut(&HttpRequest) -> Answer,
+        mut send: impl FnMut(&HttpRequest) -> HttpAnswer,
     ) -> Result<GatewayReply, GatewayError> {
         let mut step = Exchange::start(config, call);
         loop {
@@ -448,7 +448,7 @@ impl Exchange {
         mut send: impl FnMut(HttpRequest) -> F,
     ) -> Result<GatewayReply, GatewayError>
     where
-        F: std::future::Future<Output = Answer>,
+        F: std::future::Future<Output = HttpAnswer>,
     {
         let mut step = Exchange::start(config, call);
         loop {
@@ -753,15 +753,15 @@ mod tests {
         ClientConfig::new(BASE, Some("s3cret".into()))
     }
 
-    fn ok(body: Value) -> Answer {
+    fn ok(body: Value) -> HttpAnswer {
         Ok(HttpResponse::new(200, body.to_string()))
     }
 
-    fn status(code: u16) -> Answer {
+    fn status(code: u16) -> HttpAnswer {
         Ok(HttpResponse::new(code, "{}"))
     }
 
-    fn failed() -> Answer {
+    fn failed() -> HttpAnswer {
         Err(TransportError::Failed("connection refused".into()))
     }
 
@@ -769,7 +769,7 @@ mod tests {
     fn drive(
         config: &ClientConfig,
         call: &GatewayCall,
-        answers: Vec<Answer>,
+        answers: Vec<HttpAnswer>,
     ) -> (Result<GatewayReply, GatewayError>, Vec<HttpRequest>) {
         let mut answers = VecDeque::from(answers);
         let mut sent = Vec::new();
@@ -1023,7 +1023,7 @@ mod tests {
 
     #[test]
     fn list_stops_after_the_page_cap() {
-        let endless = |n: usize| -> Vec<Answer> {
+        let endless = |n: usize| -> Vec<HttpAnswer> {
             (0..n)
                 .map(|i| ok(json!({"items": [row(&format!("c{i}"))], "nextCursor": format!("p{}", i + 1)})))
                 .collect()
@@ -1427,7 +1427,7 @@ mod tests {
 
     #[test]
     fn the_async_loop_sends_and_answers_as_the_blocking_one() {
-        let scripts: Vec<(GatewayCall, Vec<Answer>)> = vec![
+        let scripts: Vec<(GatewayCall, Vec<HttpAnswer>)> = vec![
             (
                 list(),
                 vec![

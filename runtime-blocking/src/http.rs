@@ -5,7 +5,7 @@
 //! here are public so the async client sends exactly the same requests.
 
 use connop_core::tool_gateway::{BlockingToolGateway, GatewayCall, GatewayError, GatewayReply};
-use connop_core::wire::{self, Answer, ClientConfig, Exchange, HttpMethod, TransportError};
+use connop_core::wire::{self, ClientConfig, Exchange, HttpAnswer, HttpMethod, TransportError};
 use isahc::HttpClient;
 use isahc::config::Configurable;
 use std::io::Read;
@@ -141,7 +141,7 @@ impl HttpToolGateway {
     }
 
     /// Sends one wire request and reads the whole answer (at most [`MAX_BODY`] bytes of it).
-    pub fn send(&self, request: &wire::HttpRequest) -> Answer {
+    pub fn send(&self, request: &wire::HttpRequest) -> HttpAnswer {
         // The mint is the API's only POST.
         let client = match request.method {
             HttpMethod::Post => &self.mint_client,

@@ -26,6 +26,6 @@ pub use calls::{CallQueue, InlineCalls, OnAnswer, WorkerCalls};
 pub use clock::{Clock, SystemClock};
 pub use driver::{manage_connections, run_to_end};
 pub use handle::{
-    AlreadyOpen, Answer, CallStarter, DriverCall, EventSink, Interrupt, Next, OpHandle,
+    AlreadyOpen, CallAnswer, CallStarter, DriverCall, EventSink, Interrupt, Next, OpHandle,
     SharedRegistry, StartCalls, Started, ToolContext,
 };

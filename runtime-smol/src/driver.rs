@@ -3,7 +3,7 @@
 //! for every operation due in the same slot); any input from another thread or task wakes it
 //! through the waker [`OpHandle::step`] registered (no allocation per wait).
 
-use connop_blocking::{Answer, DriverCall, Next, OpHandle, Started, ToolContext};
+use connop_blocking::{CallAnswer, DriverCall, Next, OpHandle, Started, ToolContext};
 use connop_core::tool::ToolResult;
 use connop_core::tool_gateway::{AsyncToolGateway, CallId, GatewayFuture};
 use futures_lite::future::poll_fn;
@@ -25,7 +25,7 @@ thread_local! {
     /// thread drives: a poll starts them empty and leaves them empty unless its operation
     /// finished, so one pair, warm in the cache, serves them all (a pair per operation would be two more lines a parked
     /// operation's tick finds cold).
-    static SCRATCH: RefCell<(Vec<Answer>, Vec<DriverCall>)> =
+    static SCRATCH: RefCell<(Vec<CallAnswer>, Vec<DriverCall>)> =
         const { RefCell::new((Vec::new(), Vec::new())) };
 }
 
@@ -68,7 +68,7 @@ fn poll_step(
     gateway: &Arc<dyn AsyncToolGateway>,
     cx: &mut Context<'_>,
     in_flight: &mut Vec<(CallId, GatewayFuture)>,
-    answers: &mut Vec<Answer>,
+    answers: &mut Vec<CallAnswer>,
     calls: &mut Vec<DriverCall>,
     alarm: &mut crate::timers::Alarm,
 ) -> Poll<()> {
@@ -82,7 +82,7 @@ fn poll_step(
         });
     }
     let waker = cx.waker();
-    let mut start = |calls: &mut Vec<DriverCall>, answers: &mut Vec<Answer>| {
+    let mut start = |calls: &mut Vec<DriverCall>, answers: &mut Vec<CallAnswer>| {
         start_calls(
             gateway,
             &mut Context::from_waker(waker),
@@ -110,7 +110,7 @@ fn start_calls(
     gateway: &Arc<dyn AsyncToolGateway>,
     cx: &mut Context<'_>,
     calls: &mut Vec<DriverCall>,
-    answers: &mut Vec<Answer>,
+    answers: &mut Vec<CallAnswer>,
     in_flight: &mut Vec<(CallId, GatewayFuture)>,
 ) -> Started {
     for (id, call) in calls.drain(..) {

@@ -9,7 +9,7 @@ use connop_blocking::http::{
     transport_error,
 };
 use connop_core::tool_gateway::{AsyncToolGateway, GatewayCall, GatewayFuture};
-use connop_core::wire::{self, Answer, ClientConfig, Exchange, HttpMethod};
+use connop_core::wire::{self, ClientConfig, Exchange, HttpAnswer, HttpMethod};
 use futures_lite::io::AsyncReadExt;
 use isahc::HttpClient;
 use std::sync::Arc;
@@ -61,7 +61,7 @@ impl AsyncHttpToolGateway {
     }
 
     /// Sends one wire request and reads the whole answer (at most [`MAX_BODY`] bytes of it).
-    pub async fn send(&self, request: &wire::HttpRequest) -> Answer {
+    pub async fn send(&self, request: &wire::HttpRequest) -> HttpAnswer {
         // The mint is the API's only POST.
         let client = match request.method {
             HttpMethod::Post => &self.0.mint_client,

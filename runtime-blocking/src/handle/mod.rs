@@ -14,7 +14,7 @@ mod registry;
 pub use context::{AlreadyOpen, ToolContext};
 pub use interrupt::Interrupt;
 pub use op::{
-    Answer, CallStarter, DriverCall, EventSink, Next, OpHandle, OpShared, StartCalls, Started,
+    CallAnswer, CallStarter, DriverCall, EventSink, Next, OpHandle, OpShared, StartCalls, Started,
     WaitThrough, waiting_through,
 };
 pub use registry::SharedRegistry;

@@ -7,7 +7,7 @@ use connop_core::tool_gateway::{CallId, GatewayError, GatewayReply};
 use std::time::Instant;
 
 /// A gateway answer as a driver collects it.
-pub type Answer = (CallId, Result<GatewayReply, GatewayError>);
+pub type CallAnswer = (CallId, Result<GatewayReply, GatewayError>);
 
 /// What a driver does next ([`OpHandle::step`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,7 +32,7 @@ pub enum Started {
 /// How a driver starts the calls its step hands out: drains `calls`, puts the answers known at
 /// once in `answers`, and says how they came. It runs outside the operation's lock (a call
 /// may reach the operation), within [`OpHandle::step`].
-pub type StartCalls<'a> = dyn FnMut(&mut Vec<DriverCall>, &mut Vec<Answer>) -> Started + 'a;
+pub type StartCalls<'a> = dyn FnMut(&mut Vec<DriverCall>, &mut Vec<CallAnswer>) -> Started + 'a;
 
 impl OpHandle {
     /// The driver's one question: at the clock's now, feed `answers` (drained), fire the
@@ -44,7 +44,7 @@ impl OpHandle {
     /// wakes it.
     pub fn step(
         &self,
-        answers: &mut Vec<Answer>,
+        answers: &mut Vec<CallAnswer>,
         calls: &mut Vec<DriverCall>,
         start: &mut StartCalls<'_>,
         waker: &std::task::Waker,

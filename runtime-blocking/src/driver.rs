@@ -4,7 +4,7 @@
 //! unparks it) or until the next wake-up, one re-armable deadline, never sliced.
 
 use crate::calls::WorkerCalls;
-use crate::handle::{CallStarter, Next, OpHandle, Started, ToolContext};
+use crate::handle::{CallStarter, CallsStarted, Next, OpHandle, ToolContext};
 use connop_core::tool::ToolResult;
 use connop_core::tool_gateway::BlockingToolGateway;
 use serde_json::Value;
@@ -64,7 +64,7 @@ fn run(op: &OpHandle) {
     // This driver's calls go to a starter: none come out of its steps.
     let mut start = |calls: &mut Vec<_>, _: &mut Vec<_>| {
         debug_assert!(calls.is_empty(), "calls for a blocking driver");
-        Started::AtOnce
+        CallsStarted::AtOnce
     };
     loop {
         match op.step(&mut answers, &mut calls, &mut start, &waker) {

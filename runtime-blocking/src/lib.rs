@@ -26,6 +26,6 @@ pub use calls::{CallQueue, InlineCalls, OnAnswer, WorkerCalls};
 pub use clock::{Clock, SystemClock};
 pub use driver::{manage_connections, run_to_end};
 pub use handle::{
-    AlreadyOpen, CallAnswer, CallStarter, DriverCall, EventSink, Interrupt, Next, OpHandle,
-    SharedRegistry, StartCalls, Started, ToolContext,
+    AlreadyOpen, CallAnswer, CallStarter, CallsStarted, DriverCall, EventSink, Interrupt, Next,
+    OpHandle, SharedRegistry, StartCalls, ToolContext,
 };

@@ -3,7 +3,7 @@
 //! for every operation due in the same slot); any input from another thread or task wakes it
 //! through the waker [`OpHandle::step`] registered (no allocation per wait).
 
-use connop_blocking::{CallAnswer, DriverCall, Next, OpHandle, Started, ToolContext};
+use connop_blocking::{CallAnswer, CallsStarted, DriverCall, Next, OpHandle, ToolContext};
 use connop_core::tool::ToolResult;
 use connop_core::tool_gateway::{AsyncToolGateway, CallId, GatewayFuture};
 use futures_lite::future::poll_fn;
@@ -112,7 +112,7 @@ fn start_calls(
     calls: &mut Vec<DriverCall>,
     answers: &mut Vec<CallAnswer>,
     in_flight: &mut Vec<(CallId, GatewayFuture)>,
-) -> Started {
+) -> CallsStarted {
     for (id, call) in calls.drain(..) {
         match gateway.call(call) {
             GatewayFuture::Ready(Some(answer)) => answers.push((id, answer)),
@@ -122,7 +122,7 @@ fn start_calls(
             },
         }
     }
-    Started::AtOnce
+    CallsStarted::AtOnce
 }
 
 /// Runs one `manage_connections` tool call as a future and returns its result. On the card

@@ -507,7 +507,7 @@ fn preopen(registry: &SharedRegistry, backend: &dyn Backend, clock: &Arc<AutoClo
         Some(calls),
     );
     let waker = std::task::Waker::noop();
-    let mut start = |_: &mut Vec<_>, _: &mut Vec<_>| connop_blocking::Started::AtOnce;
+    let mut start = |_: &mut Vec<_>, _: &mut Vec<_>| connop_blocking::CallsStarted::AtOnce;
     let _ = op.step(&mut Vec::new(), &mut Vec::new(), &mut start, waker);
     // No driver steps it again: the clock need not wait for it.
     clock.finished(waker);

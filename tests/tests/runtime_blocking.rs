@@ -358,7 +358,7 @@ fn an_input_that_settles_wakes_the_driver_before_its_effects_run() {
     // thread while the driver's thread wakes: the wake goes out first. The update callback
     // holds the pump here, so the wake must already have come, and a step while the effects
     // are still running must not finish; the pump's end wakes the driver again.
-    use connop_blocking::{Next, Started};
+    use connop_blocking::{CallsStarted, Next};
     use std::sync::atomic::Ordering::SeqCst;
 
     let (wakes, waker) = CountingWaker::new();
@@ -366,7 +366,7 @@ fn an_input_that_settles_wakes_the_driver_before_its_effects_run() {
         // Calls are left unanswered: nothing here needs a read's answer.
         let mut start = |calls: &mut Vec<_>, _: &mut Vec<_>| {
             calls.clear();
-            Started::AtOnce
+            CallsStarted::AtOnce
         };
         op.step(&mut Vec::new(), &mut Vec::new(), &mut start, &waker)
     };
@@ -418,7 +418,7 @@ fn wakes_for_thirty_reads(
     clock: Option<Arc<connop_fixtures::auto_clock::AutoClock>>,
     tick: Duration,
 ) -> usize {
-    use connop_blocking::{Next, Started, WorkerCalls};
+    use connop_blocking::{CallsStarted, Next, WorkerCalls};
     use std::sync::atomic::Ordering::SeqCst;
 
     let gateway = SharedToolGateway::new(ScriptedToolGateway::new());
@@ -445,7 +445,7 @@ fn wakes_for_thirty_reads(
     let stop_at = Instant::now() + Duration::from_secs(30);
     let mut wakes_while_reading = None;
     loop {
-        let mut start = |_: &mut Vec<_>, _: &mut Vec<_>| Started::AtOnce;
+        let mut start = |_: &mut Vec<_>, _: &mut Vec<_>| CallsStarted::AtOnce;
         let until = match op.step(&mut Vec::new(), &mut Vec::new(), &mut start, &waker) {
             Next::Finished => break,
             Next::Sleep(until) => until,

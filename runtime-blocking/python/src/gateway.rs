@@ -4,7 +4,7 @@
 use crate::convert::from_py;
 use crate::errors::GatewayClientError;
 use connop_blocking::http::HttpToolGateway;
-use connop_blocking::{CallAnswer, CallQueue, DriverCall, OnAnswer, OpHandle, Started};
+use connop_blocking::{CallAnswer, CallQueue, DriverCall, OnAnswer, OpHandle, CallsStarted};
 use connop_core::flow::CallPurpose;
 use connop_core::tool_gateway::{
     Account, BlockingToolGateway, ConnectorRow, GatewayCall, GatewayError, GatewayReply, MintRow,
@@ -369,8 +369,8 @@ impl PyCalls {
         op: &OpHandle,
         calls: &mut Vec<DriverCall>,
         answers: &mut Vec<CallAnswer>,
-    ) -> Started {
-        let mut started = Started::AtOnce;
+    ) -> CallsStarted {
+        let mut started = CallsStarted::AtOnce;
         for (id, call) in calls.drain(..) {
             if let (Some(hosted), GatewayCall::List { .. }) = (&self.hosted_names, &call) {
                 if op.call_purpose(id) == Some(CallPurpose::MisrouteList) {
@@ -378,7 +378,7 @@ impl PyCalls {
                         .and_then(|_inside| Python::try_attach(|py| hosted_rows(py, hosted)))
                         .unwrap_or_else(|| Err(shutting_down()));
                     answers.push((id, rows));
-                    started = Started::AfterWaiting;
+                    started = CallsStarted::AfterWaiting;
                     continue;
                 }
             }
@@ -386,7 +386,7 @@ impl PyCalls {
                 Some(pool) => pool.start(op, id, call),
                 None => {
                     answers.push((id, self.gateway.call(&call)));
-                    started = Started::AfterWaiting;
+                    started = CallsStarted::AfterWaiting;
                 }
             }
         }

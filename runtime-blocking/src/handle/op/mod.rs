@@ -51,4 +51,4 @@ pub use effects::{WaitThrough, waiting_through};
 pub use shared::{CallStarter, EventSink, OpHandle, OpShared};
 pub(crate) use shared::{OpEnv, RegistryCell, lock};
 pub use state::DriverCall;
-pub use step::{CallAnswer, Next, StartCalls, Started};
+pub use step::{CallAnswer, CallsStarted, Next, StartCalls};

@@ -21,7 +21,7 @@ pub enum Next {
 
 /// How the answers a driver's start gave came ([`OpHandle::step`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Started {
+pub enum CallsStarted {
     /// Known at once (an in-process gateway, a ready future), or none: the step feeds them at
     /// the instant it read, not reading the clock again.
     AtOnce,
@@ -32,7 +32,8 @@ pub enum Started {
 /// How a driver starts the calls its step hands out: drains `calls`, puts the answers known at
 /// once in `answers`, and says how they came. It runs outside the operation's lock (a call
 /// may reach the operation), within [`OpHandle::step`].
-pub type StartCalls<'a> = dyn FnMut(&mut Vec<DriverCall>, &mut Vec<CallAnswer>) -> Started + 'a;
+pub type StartCalls<'a> =
+    dyn FnMut(&mut Vec<DriverCall>, &mut Vec<CallAnswer>) -> CallsStarted + 'a;
 
 impl OpHandle {
     /// The driver's one question: at the clock's now, feed `answers` (drained), fire the
@@ -104,7 +105,7 @@ impl OpHandle {
             // fed on the next turn of this loop.
             if !calls.is_empty() && (ran_all || pumped_elsewhere) {
                 drop(state);
-                if start(calls, answers) == Started::AfterWaiting {
+                if start(calls, answers) == CallsStarted::AfterWaiting {
                     now = clock.now();
                 }
                 continue;

@@ -15,7 +15,7 @@ use connop_app::sim_gateway::{
 use connop_app::store::Database;
 use connop_core::flow::Input;
 use connop_core::operation::Text;
-use connop_fixtures::fuzzing::{Reached, Target};
+use connop_fixtures::fuzzing::{FuzzTarget, Reached};
 use connop_fixtures::{ScriptedToolGateway, Sim};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// The fuzz targets of the listeners.
-pub const TARGETS: [Target; 3] = [
+pub const TARGETS: [FuzzTarget; 3] = [
     (
         "http_api_request",
         http_api_request,

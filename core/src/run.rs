@@ -9,7 +9,7 @@
 //!
 //! A run is kept by a store, not in memory: the store reads the run back
 //! ([`Run::restore`]), applies the change here, and writes the new status with the new events,
-//! as one step. So whichever process applies a change (the replica that runs the turn, the
+//! at once. So whichever process applies a change (the replica that runs the turn, the
 //! one a stop arrived on, the survivor that found a replica dead), the rule is this one.
 
 use crate::time::Timestamp;

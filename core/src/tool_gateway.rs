@@ -549,9 +549,9 @@ pub const SIMULATED_CATALOG: [&str; 6] = [
 /// else its flip, else what it knows of the account.
 #[derive(Debug)]
 pub struct ReadScript<'a, S> {
-    /// The script's steps: the first read answers the first, and so on; the last one answers
-    /// every read after it. Empty: no script.
-    pub steps: &'a [S],
+    /// What the script's reads answer: the first read the first, and so on; the last one
+    /// answers every read after it. Empty: no script.
+    pub reads: &'a [S],
     /// The read from which the account answers `active` (`pending` before it), when there is
     /// no script.
     pub flip: Option<usize>,
@@ -560,8 +560,8 @@ pub struct ReadScript<'a, S> {
 /// What a [`ReadScript`] says one read answers.
 #[derive(Debug, PartialEq, Eq)]
 pub enum ScriptedAnswer<'a, S> {
-    /// This step of the script.
-    Step(&'a S),
+    /// This read of the script.
+    Read(&'a S),
     /// This status, by the flip.
     Status(AccountStatus),
     /// Neither a script nor a flip: the gateway's own account answers.
@@ -572,8 +572,8 @@ impl<'a, S> ReadScript<'a, S> {
     /// What the `nth` read of the account answers, counting from 1 (a 0 counts as the first).
     pub fn answer(&self, nth: usize) -> ScriptedAnswer<'a, S> {
         let nth = nth.max(1);
-        if let Some(last) = self.steps.len().checked_sub(1) {
-            return ScriptedAnswer::Step(&self.steps[(nth - 1).min(last)]);
+        if let Some(last) = self.reads.len().checked_sub(1) {
+            return ScriptedAnswer::Read(&self.reads[(nth - 1).min(last)]);
         }
         match self.flip {
             Some(flip) if nth >= flip => ScriptedAnswer::Status(AccountStatus::Active),
@@ -642,25 +642,25 @@ mod tests {
     }
 
     #[test]
-    fn a_read_script_answers_its_steps_in_order_then_its_last_one_again() {
+    fn a_read_script_answers_its_reads_in_order_then_its_last_one_again() {
         let script = ReadScript {
-            steps: &["a", "b"],
+            reads: &["a", "b"],
             flip: Some(1),
         };
         let answers: Vec<_> = (0..=4).map(|n| script.answer(n)).collect();
         assert_eq!(
             answers,
             [
-                ScriptedAnswer::Step(&"a"),
-                ScriptedAnswer::Step(&"a"),
-                ScriptedAnswer::Step(&"b"),
-                ScriptedAnswer::Step(&"b"),
-                ScriptedAnswer::Step(&"b"),
+                ScriptedAnswer::Read(&"a"),
+                ScriptedAnswer::Read(&"a"),
+                ScriptedAnswer::Read(&"b"),
+                ScriptedAnswer::Read(&"b"),
+                ScriptedAnswer::Read(&"b"),
             ],
             "a script wins over a flip"
         );
         let flip: ReadScript<'_, ()> = ReadScript {
-            steps: &[],
+            reads: &[],
             flip: Some(3),
         };
         assert_eq!(
@@ -672,7 +672,7 @@ mod tests {
             ScriptedAnswer::Status(AccountStatus::Active)
         );
         let neither: ReadScript<'_, ()> = ReadScript {
-            steps: &[],
+            reads: &[],
             flip: None,
         };
         assert_eq!(neither.answer(1), ScriptedAnswer::Unscripted);

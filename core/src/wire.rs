@@ -10,20 +10,20 @@
 //!
 //! ```
 //! use connop_core::tool_gateway::{GatewayCall, GatewayReply};
-//! use connop_core::wire::{ClientConfig, Exchange, HttpResponse, ExchangeStep};
+//! use connop_core::wire::{ClientConfig, Exchange, HttpResponse, ExchangeNext};
 //!
 //! let config = ClientConfig::new("http://127.0.0.1:8080/", Some("t0k".into()));
 //! let call = GatewayCall::List { timeout: None };
-//! let mut step = Exchange::start(&config, &call);
+//! let mut next = Exchange::start(&config, &call);
 //! let result = loop {
-//!     match step {
-//!         ExchangeStep::Send(in_flight) => {
+//!     match next {
+//!         ExchangeNext::Send(in_flight) => {
 //!             assert_eq!(in_flight.request().url, "http://127.0.0.1:8080/v1/connectors?limit=50");
 //!             // A real client sends the request here.
 //!             let body = br#"{"items": [{"connector": "gmail", "enabled": true}], "nextCursor": null}"#;
-//!             step = in_flight.receive(Ok(HttpResponse::new(200, body.to_vec())));
+//!             next = in_flight.receive(Ok(HttpResponse::new(200, body.to_vec())));
 //!         }
-//!         ExchangeStep::Done(result) => break result,
+//!         ExchangeNext::Done(result) => break result,
 //!     }
 //! };
 //! let Ok(GatewayReply::Connectors(rows)) = result else { panic!("a list answers rows") };
@@ -323,7 +323,7 @@ pub type HttpAnswer = Result<HttpResponse, TransportError>;
 /// What to do next in an exchange.
 #[must_use = "an exchange goes on only when its request is sent and answered"]
 #[derive(Debug)]
-pub enum ExchangeStep {
+pub enum ExchangeNext {
     /// Send this request, then feed its answer to [`InFlight::receive`].
     Send(InFlight),
     /// The call is over.
@@ -352,7 +352,7 @@ impl InFlight {
     }
 
     /// Feeds the request's answer; yields the next request or the call's result.
-    pub fn receive(self, answer: HttpAnswer) -> ExchangeStep {
+    pub fn receive(self, answer: HttpAnswer) -> ExchangeNext {
         let InFlight {
             mut exchange,
             request,
@@ -368,16 +368,16 @@ impl InFlight {
             ))),
         };
         match outcome {
-            Ok(Next::Fetch(next)) => exchange.send(next),
-            Ok(Next::Reply(reply)) => ExchangeStep::Done(Ok(reply)),
+            Ok(AfterResponse::Fetch(next)) => exchange.send(next),
+            Ok(AfterResponse::Reply(reply)) => ExchangeNext::Done(Ok(reply)),
             Err(err) if err.is_retryable() && !retried && exchange.retries(timed_out) => {
-                ExchangeStep::Send(InFlight {
+                ExchangeNext::Send(InFlight {
                     exchange,
                     request,
                     retried: true,
                 })
             }
-            Err(err) => ExchangeStep::Done(Err(err)),
+            Err(err) => ExchangeNext::Done(Err(err)),
         }
     }
 }
@@ -423,14 +423,14 @@ impl Exchange {
         call: &GatewayCall,
         mut send: impl FnMut(&HttpRequest) -> HttpAnswer,
     ) -> Result<GatewayReply, GatewayError> {
-        let mut step = Exchange::start(config, call);
+        let mut next = Exchange::start(config, call);
         loop {
-            match step {
-                ExchangeStep::Send(in_flight) => {
+            match next {
+                ExchangeNext::Send(in_flight) => {
                     let answer = send(in_flight.request());
-                    step = in_flight.receive(answer);
+                    next = in_flight.receive(answer);
                 }
-                ExchangeStep::Done(result) => return result,
+                ExchangeNext::Done(result) => return result,
             }
         }
     }
@@ -450,20 +450,20 @@ impl Exchange {
     where
         F: std::future::Future<Output = HttpAnswer>,
     {
-        let mut step = Exchange::start(config, call);
+        let mut next = Exchange::start(config, call);
         loop {
-            match step {
-                ExchangeStep::Send(in_flight) => {
+            match next {
+                ExchangeNext::Send(in_flight) => {
                     let answer = send(in_flight.request().clone()).await;
-                    step = in_flight.receive(answer);
+                    next = in_flight.receive(answer);
                 }
-                ExchangeStep::Done(result) => return result,
+                ExchangeNext::Done(result) => return result,
             }
         }
     }
 
     /// Starts any call (what a runtime does with an `Effect::Call`).
-    pub fn start(config: &ClientConfig, call: &GatewayCall) -> ExchangeStep {
+    pub fn start(config: &ClientConfig, call: &GatewayCall) -> ExchangeNext {
         match call {
             GatewayCall::List { timeout } => Exchange::list(config, *timeout),
             GatewayCall::Mint(request) => Exchange::mint(config, request),
@@ -475,7 +475,7 @@ impl Exchange {
     }
 
     /// Starts a list read: every page, `timeout` per request (`None`: the default).
-    pub fn list(config: &ClientConfig, timeout: Option<Duration>) -> ExchangeStep {
+    pub fn list(config: &ClientConfig, timeout: Option<Duration>) -> ExchangeNext {
         let leg = Leg::List {
             items: Vec::new(),
             pages: 0,
@@ -486,7 +486,7 @@ impl Exchange {
 
     /// Starts a mint, with the default timeout. It is sent once whatever happens: the gateway
     /// cannot de-duplicate authorization starts.
-    pub fn mint(config: &ClientConfig, request: &MintRequest) -> ExchangeStep {
+    pub fn mint(config: &ClientConfig, request: &MintRequest) -> ExchangeNext {
         let mut body = serde_json::Map::new();
         let connectors = request
             .connectors
@@ -509,7 +509,7 @@ impl Exchange {
     }
 
     /// Starts an account read with the watcher's timeout.
-    pub fn account(config: &ClientConfig, connection_id: &str, timeout: Duration) -> ExchangeStep {
+    pub fn account(config: &ClientConfig, connection_id: &str, timeout: Duration) -> ExchangeNext {
         Exchange::begin(config, Leg::Account, timeout, |ex| {
             let url = format!(
                 "{}{ACCOUNTS_PATH}/{}",
@@ -525,11 +525,11 @@ impl Exchange {
         leg: Leg,
         timeout: Duration,
         first: impl FnOnce(&Exchange) -> HttpRequest,
-    ) -> ExchangeStep {
+    ) -> ExchangeNext {
         let token = match (config.token(), config.host_credentials) {
             (_, true) => None,
             (Some(token), false) => Some(token.to_owned()),
-            (None, false) => return ExchangeStep::Done(Err(GatewayError::MissingToken)),
+            (None, false) => return ExchangeNext::Done(Err(GatewayError::MissingToken)),
         };
         let exchange = Exchange {
             leg,
@@ -542,8 +542,8 @@ impl Exchange {
         exchange.send(request)
     }
 
-    fn send(self, request: HttpRequest) -> ExchangeStep {
-        ExchangeStep::Send(InFlight {
+    fn send(self, request: HttpRequest) -> ExchangeNext {
+        ExchangeNext::Send(InFlight {
             exchange: self,
             request,
             retried: false,
@@ -594,14 +594,14 @@ impl Exchange {
         self.route().retries(timed_out)
     }
 
-    fn on_response(&mut self, response: HttpResponse) -> Result<Next, GatewayError> {
+    fn on_response(&mut self, response: HttpResponse) -> Result<AfterResponse, GatewayError> {
         let status = response.status;
         match status {
             200..=299 => {}
             401 | 403 => return Err(GatewayError::Auth { status }),
             // Any 404 on the account route means "not known yet", whatever its body says.
             404 if matches!(self.leg, Leg::Account) => {
-                return Ok(Next::Reply(GatewayReply::Account(None)));
+                return Ok(AfterResponse::Reply(GatewayReply::Account(None)));
             }
             404 => return Err(GatewayError::Unavailable),
             429 => {
@@ -620,20 +620,24 @@ impl Exchange {
                 *pages += 1;
                 match page.next_cursor {
                     Some(cursor) if *pages < self.max_pages => {
-                        Ok(Next::Fetch(self.list_request(Some(&cursor))))
+                        Ok(AfterResponse::Fetch(self.list_request(Some(&cursor))))
                     }
-                    _ => Ok(Next::Reply(GatewayReply::Connectors(std::mem::take(items)))),
+                    _ => Ok(AfterResponse::Reply(GatewayReply::Connectors(
+                        std::mem::take(items),
+                    ))),
                 }
             }
-            Leg::Mint => Ok(Next::Reply(GatewayReply::Minted(parse_mint(&body)?))),
-            Leg::Account => Ok(Next::Reply(GatewayReply::Account(Some(
+            Leg::Mint => Ok(AfterResponse::Reply(GatewayReply::Minted(parse_mint(
+                &body,
+            )?))),
+            Leg::Account => Ok(AfterResponse::Reply(GatewayReply::Account(Some(
                 Account::from_json(&body)?,
             )))),
         }
     }
 }
 
-enum Next {
+enum AfterResponse {
     /// Another list page.
     Fetch(HttpRequest),
     /// The call's answer.
@@ -979,7 +983,7 @@ mod tests {
             // A hand-built config with an empty token is refused too.
             let mut config = config;
             config.token = token.map(|_| String::new());
-            let ExchangeStep::Done(Err(GatewayError::MissingToken)) =
+            let ExchangeNext::Done(Err(GatewayError::MissingToken)) =
                 Exchange::start(&config, &list())
             else {
                 panic!("an empty token must not be sent");
@@ -1253,15 +1257,15 @@ mod tests {
         let call = GatewayCall::List {
             timeout: Some(Duration::from_secs(7)),
         };
-        let ExchangeStep::Send(first) = Exchange::start(&config(), &call) else {
+        let ExchangeNext::Send(first) = Exchange::start(&config(), &call) else {
             panic!()
         };
         assert!(!first.is_retry());
-        let ExchangeStep::Send(second) = first.receive(Err(TransportError::TimedOut)) else {
+        let ExchangeNext::Send(second) = first.receive(Err(TransportError::TimedOut)) else {
             panic!()
         };
         assert!(second.is_retry());
-        let ExchangeStep::Done(Err(GatewayError::Transport(reason))) =
+        let ExchangeNext::Done(Err(GatewayError::Transport(reason))) =
             second.receive(Err(TransportError::TimedOut))
         else {
             panic!()
@@ -1477,7 +1481,7 @@ mod tests {
     fn debug_output_never_shows_the_token() {
         let config = config();
         assert!(!format!("{config:?}").contains("s3cret"));
-        let ExchangeStep::Send(in_flight) = Exchange::start(&config, &list()) else {
+        let ExchangeNext::Send(in_flight) = Exchange::start(&config, &list()) else {
             panic!()
         };
         let text = format!("{in_flight:?}");

@@ -1000,7 +1000,7 @@ impl OverHttp {
 /// The simulated gateway's `/sim/state` for a scripted world (the seeds' knobs).
 pub fn sim_state(world: &ScriptedToolGateway) -> Value {
     use connop_core::tool_gateway::SIMULATED_CATALOG;
-    let step = |s: &ScriptedRead| match s {
+    let read = |s: &ScriptedRead| match s {
         ScriptedRead::Status(status) => json!(status.as_str()),
         ScriptedRead::NotFound => json!({"http": 404}),
         ScriptedRead::Fail(GatewayError::RateLimited { retry_after }) => {
@@ -1032,7 +1032,7 @@ pub fn sim_state(world: &ScriptedToolGateway) -> Value {
         "connected": world.connected,
         "mint": mint,
         "flips": world.flips,
-        "scripts": world.scripts.iter().map(|(k, v)| (k.clone(), Value::Array(v.iter().map(step).collect()))).collect::<serde_json::Map<_, _>>(),
+        "scripts": world.scripts.iter().map(|(k, v)| (k.clone(), Value::Array(v.iter().map(read).collect()))).collect::<serde_json::Map<_, _>>(),
         "statusReason": world.status_reason,
         "connectionIds": world.mint_connection_id,
     });

@@ -741,7 +741,7 @@ impl Flow {
                 continue;
             };
             if !self.op().rows()[index].state.is_resolved() {
-                self.step(
+                self.move_row(
                     index,
                     TargetState::Skipped,
                     Actor::User,
@@ -1038,7 +1038,7 @@ impl Flow {
 
     /// Moves row `index`, and reports the change. A move the table refuses (the row moved on
     /// while an answer was in flight) is dropped: the answer is late.
-    fn step(
+    fn move_row(
         &mut self,
         index: usize,
         to: TargetState,
@@ -1059,9 +1059,9 @@ impl Flow {
     }
 
     /// A move the backend witnessed: a mint or a read found the account. On a `pending` row
-    /// that is the witness that the attempt started, so the row first steps `→ initiated` (as
+    /// that is the witness that the attempt started, so the row first moves `→ initiated` (as
     /// `backend_watcher`, with `witness`: what the mint handed out), then moves to `to` (as
-    /// `actor`, with `patch`) unless that first step settled the operation. A row past
+    /// `actor`, with `patch`) unless that first move settled the operation. A row past
     /// `pending` moves to `to` alone.
     fn witnessed_move(
         &mut self,
@@ -1073,7 +1073,7 @@ impl Flow {
         now: Timestamp,
     ) {
         if self.op().rows()[index].state == TargetState::Pending {
-            self.step(
+            self.move_row(
                 index,
                 TargetState::Initiated,
                 Actor::BackendWatcher,
@@ -1084,7 +1084,7 @@ impl Flow {
                 return;
             }
         }
-        self.step(index, to, actor, patch, now);
+        self.move_row(index, to, actor, patch, now);
     }
 
     /// An effective change: a frame on the card path, and a wake for the watcher.

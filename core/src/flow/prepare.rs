@@ -123,10 +123,10 @@ impl Flow {
                     connection_id: row.connection_id,
                     extra: None,
                 };
-                self.step(index, TargetState::Initiated, w, patch, now);
+                self.move_row(index, TargetState::Initiated, w, patch, now);
             }
             MintStatus::Failed => {
-                self.step(index, TargetState::Failed, w, Patch::detail(detail), now);
+                self.move_row(index, TargetState::Failed, w, Patch::detail(detail), now);
             }
         }
     }

@@ -243,8 +243,8 @@ impl Flow {
             .iter()
             .any(|r| r.state.is_live() && r.connection_id.is_none());
         let mut best: Option<(Timestamp, usize)> = None;
-        for step in 1..=count {
-            let reader = (self.watch.last_read + step) % count;
+        for offset in 1..=count {
+            let reader = (self.watch.last_read + offset) % count;
             let slot = match rows.get(reader) {
                 Some(row) if row.state.is_live() && row.connection_id.is_some() => {
                     &self.watch.rows[reader]

@@ -277,7 +277,7 @@ pub enum UpstreamError {
         /// Why.
         source: isahc::Error,
     },
-    /// A step answered with more than `peer dm` reads.
+    /// A request answered with more than `peer dm` reads.
     #[error("{method} {url} answered more than {} MiB; the answer was not read", limit >> 20)]
     PeerAnswerTooLarge {
         /// The request's method.
@@ -287,31 +287,31 @@ pub enum UpstreamError {
         /// The most that is read, in bytes.
         limit: u64,
     },
-    /// A step answered with an HTTP error.
-    #[error("{step} answered HTTP {status}: {reason}")]
+    /// A request answered with an HTTP error.
+    #[error("{request_name} answered HTTP {status}: {reason}")]
     PeerRefused {
         /// The request (`GET /api/sessions`, …).
-        step: &'static str,
+        request_name: &'static str,
         /// The status.
         status: u16,
         /// The peer's error message, or the start of its body.
         reason: String,
     },
-    /// A step answered with a body that is not JSON.
-    #[error("{step} answered HTTP {status} with a body that is not JSON: {excerpt}")]
+    /// A request answered with a body that is not JSON.
+    #[error("{request_name} answered HTTP {status} with a body that is not JSON: {excerpt}")]
     PeerNotJson {
         /// The request (`GET /api/sessions`, `the chat request`).
-        step: &'static str,
+        request_name: &'static str,
         /// The status.
         status: u16,
         /// The start of the body.
         excerpt: String,
     },
-    /// A step answered JSON without what it must carry.
-    #[error("{step} answered without {missing}")]
+    /// A request answered JSON without what it must carry.
+    #[error("{request_name} answered without {missing}")]
     PeerIncomplete {
         /// The request.
-        step: &'static str,
+        request_name: &'static str,
         /// What is missing (``a `session_id` ``, …).
         missing: &'static str,
     },
@@ -364,7 +364,7 @@ mod tests {
                 .starts_with("cannot listen on tcp:127.0.0.1:1: ")
         );
         let peer = AppError::from(UpstreamError::PeerRefused {
-            step: "GET /api/sessions",
+            request_name: "GET /api/sessions",
             status: 401,
             reason: "Invalid API key".into(),
         });

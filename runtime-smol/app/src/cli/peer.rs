@@ -221,15 +221,15 @@ impl<'a> Peer<'a> {
     /// The id of the peer's newest `Bot Chat` session, created when there is none. The list
     /// is read page by page; only the best Bot Chat so far is kept.
     fn ensure_bot_chat(&self) -> Result<String, AppError> {
-        let step = "GET /api/sessions";
+        let request_name = "GET /api/sessions";
         let mut best: Option<(f64, String)> = None;
         let mut path = "/api/sessions".to_owned();
         for _ in 0..MAX_SESSION_PAGES {
             let (status, body) = self.send("GET", &path, None)?;
-            let listing = expect_success(step, status, &body)?;
+            let listing = expect_success(request_name, status, &body)?;
             let sessions = listing.get("sessions").and_then(Value::as_array).ok_or(
                 UpstreamError::PeerIncomplete {
-                    step,
+                    request_name,
                     missing: "a `sessions` list",
                 },
             )?;
@@ -246,12 +246,12 @@ impl<'a> Peer<'a> {
         if let Some((_, id)) = best {
             return Ok(id);
         }
-        let step = "POST /api/sessions";
+        let request_name = "POST /api/sessions";
         let request = json!({ "title": BOT_CHAT_TITLE });
         let (status, body) = self.send("POST", "/api/sessions", Some(&request))?;
-        let created = expect_success(step, status, &body)?;
+        let created = expect_success(request_name, status, &body)?;
         let id = str_field(&created, "session_id").ok_or(UpstreamError::PeerIncomplete {
-            step,
+            request_name,
             missing: "a `session_id`",
         })?;
         Ok(id.to_owned())
@@ -264,7 +264,7 @@ impl<'a> Peer<'a> {
         let request = json!({ "message": message });
         let (status, body) = self.send("POST", &path, Some(&request))?;
         let answer = serde_json::from_slice(&body).map_err(|_| UpstreamError::PeerNotJson {
-            step: "the chat request",
+            request_name: "the chat request",
             status,
             excerpt: excerpt(&String::from_utf8_lossy(&body)),
         })?;
@@ -330,8 +330,12 @@ fn bad_url(url: &str, reason: impl std::fmt::Display) -> AppError {
     .into()
 }
 
-/// The JSON body of a successful (2xx) answer, or why the step failed.
-fn expect_success(step: &'static str, status: u16, body: &[u8]) -> Result<Value, UpstreamError> {
+/// The JSON body of a successful (2xx) answer, or why the request_name failed.
+fn expect_success(
+    request_name: &'static str,
+    status: u16,
+    body: &[u8],
+) -> Result<Value, UpstreamError> {
     let parsed: Option<Value> = serde_json::from_slice(body).ok();
     if !(200..300).contains(&status) {
         let reason = parsed
@@ -339,13 +343,13 @@ fn expect_success(step: &'static str, status: u16, body: &[u8]) -> Result<Value,
             .and_then(error_message)
             .unwrap_or_else(|| excerpt(&String::from_utf8_lossy(body)));
         return Err(UpstreamError::PeerRefused {
-            step,
+            request_name,
             status,
             reason,
         });
     }
     parsed.ok_or_else(|| UpstreamError::PeerNotJson {
-        step,
+        request_name,
         status,
         excerpt: excerpt(&String::from_utf8_lossy(body)),
     })

@@ -138,18 +138,18 @@ impl RpcServer {
     /// session created before the input ended exists when the transport closes its
     /// sessions, and a manage read before then belongs to that session (its close
     /// interrupts it).
-    pub fn begin(self: &Arc<Self>, transport: &TransportHandle, request: Request) -> RequestStep {
+    pub fn begin(self: &Arc<Self>, transport: &TransportHandle, request: Request) -> RequestNext {
         let id = request.id.clone();
         match self.decide(transport, request) {
             Ok(Decided::Answer(result)) => {
-                RequestStep::Answer(rpc::reply_line(id.as_ref(), Ok(&result)))
+                RequestNext::Answer(rpc::reply_line(id.as_ref(), Ok(&result)))
             }
-            Ok(Decided::Later(kind)) => RequestStep::Later(PendingRequest {
+            Ok(Decided::Later(kind)) => RequestNext::Later(PendingRequest {
                 server: self.clone(),
                 id,
                 kind,
             }),
-            Err(error) => RequestStep::Answer(rpc::reply_line(id.as_ref(), Err(&error))),
+            Err(error) => RequestNext::Answer(rpc::reply_line(id.as_ref(), Err(&error))),
         }
     }
 
@@ -288,7 +288,7 @@ impl RpcServer {
 }
 
 /// What a request led to.
-pub enum RequestStep {
+pub enum RequestNext {
     /// The answer line, ready now (none for a notification).
     Answer(Option<String>),
     /// A request that waits (manage, list): run it to get its answer line.

@@ -6,7 +6,7 @@
 //! gets its transport closed once the bound is passed, as if it had closed it (its sessions
 //! close and their operations settle `interrupt`), instead of growing the process.
 
-use super::{RequestStep, RpcServer, TransportHandle};
+use super::{RequestNext, RpcServer, TransportHandle};
 use crate::sync::{Count, Switch};
 use crate::telemetry::metrics;
 use connop_core::rpc::{self, MAX_LINE};
@@ -347,12 +347,12 @@ fn take_line(
             }
         }
         Ok(request) => match server.begin(transport, request) {
-            RequestStep::Answer(answer) => {
+            RequestNext::Answer(answer) => {
                 if let Some(answer) = answer {
                     transport.send(answer);
                 }
             }
-            RequestStep::Later(pending) => {
+            RequestNext::Later(pending) => {
                 let transport = transport.clone();
                 let guards = (in_flight.enter(), mine.enter());
                 smol::spawn(async move {

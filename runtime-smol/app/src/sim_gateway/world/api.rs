@@ -1,7 +1,7 @@
 //! The tool gateway API, `/v1/...`: list the connectors, mint connect links, read an
 //! account; each answer possibly replaced by a queued fault.
 
-use super::faults::{ScriptStep, failure_response};
+use super::faults::{ScriptedRead, failure_response};
 use super::http::{SimRequest, SimResponse};
 use super::state::{SimWorld, UNKNOWN_CONNECTOR};
 use crate::sim_gateway::consent;
@@ -190,17 +190,17 @@ impl SimWorld {
         };
         let global = self.status_reason.clone();
         let script = ReadScript {
-            steps: self
+            reads: self
                 .scripts
                 .get(&account.connector)
                 .map_or(&[][..], Vec::as_slice),
             flip: self.flips.get(&account.connector).copied(),
         };
         let (status, reason) = match script.answer(account.reads) {
-            ScriptedAnswer::Step(ScriptStep::Status(status, reason)) => {
+            ScriptedAnswer::Read(ScriptedRead::Status(status, reason)) => {
                 (*status, reason.clone().or(global))
             }
-            ScriptedAnswer::Step(ScriptStep::Http(failure)) => {
+            ScriptedAnswer::Read(ScriptedRead::Http(failure)) => {
                 return failure_response(GatewayRoute::Account, failure);
             }
             ScriptedAnswer::Status(status) => (status, global),

@@ -1,7 +1,7 @@
 //! The test controls, `/sim/...`: set the world's state, queue faults, set one account, read
 //! the log, reset. A malformed body changes nothing and says what is wrong and where.
 
-use super::faults::{Fault, ForcedMint, HttpFailure, ScriptStep};
+use super::faults::{Fault, ForcedMint, HttpFailure, ScriptedRead};
 use super::http::{SimRequest, SimResponse};
 use super::state::{SimAccount, SimWorld, set_status};
 use connop_core::tool_gateway::{AccountStatus, GatewayRoute, MintStatus};
@@ -30,7 +30,8 @@ pub enum ControlError {
     /// A status that is not one of the enumerated ones.
     #[error("unknown status '{0}'")]
     UnknownStatus(String),
-    /// A script step names neither a status nor an HTTP failure.
+    /// A script's read (a step, in the control body's words) names neither a status nor an HTTP
+    /// failure.
     #[error("a step has no 'status' or 'http'")]
     StepWithoutStatus,
     /// The error of a nested value, with where it is (`scripts.gmail`, `faults[0]`, …).
@@ -136,16 +137,16 @@ impl SimWorld {
                         .as_object()
                         .ok_or_else(|| shape("'scripts'", "an object"))?;
                     let mut out = BTreeMap::new();
-                    for (slug, steps) in map {
-                        let steps = steps
+                    for (slug, reads) in map {
+                        let reads = reads
                             .as_array()
                             .ok_or_else(|| shape(format!("scripts.{slug}"), "an array"))?;
-                        let steps = steps
+                        let reads = reads
                             .iter()
-                            .map(parse_step)
+                            .map(parse_read)
                             .collect::<Result<Vec<_>, _>>()
                             .map_err(at(format!("scripts.{slug}")))?;
-                        out.insert(slug.clone(), steps);
+                        out.insert(slug.clone(), reads);
                     }
                     scripts = Some(out);
                 }
@@ -303,14 +304,14 @@ fn parse_failure(obj: &Map<String, Value>, status_key: &str) -> Result<HttpFailu
     })
 }
 
-fn parse_step(step: &Value) -> Result<ScriptStep, ControlError> {
+fn parse_read(read: &Value) -> Result<ScriptedRead, ControlError> {
     let status =
         |s: &str| AccountStatus::parse(s).ok_or_else(|| ControlError::UnknownStatus(s.to_owned()));
-    match step {
-        Value::String(s) => Ok(ScriptStep::Status(status(s)?, None)),
+    match read {
+        Value::String(s) => Ok(ScriptedRead::Status(status(s)?, None)),
         Value::Object(obj) if obj.contains_key("http") => {
             let failure = parse_failure(obj, "http")?;
-            Ok(ScriptStep::Http(failure))
+            Ok(ScriptedRead::Http(failure))
         }
         Value::Object(obj) => {
             let s = obj
@@ -321,7 +322,7 @@ fn parse_step(step: &Value) -> Result<ScriptStep, ControlError> {
                 obj.get("statusReason").unwrap_or(&Value::Null),
                 "statusReason",
             )?;
-            Ok(ScriptStep::Status(status(s)?, reason))
+            Ok(ScriptedRead::Status(status(s)?, reason))
         }
         _ => Err(shape("a step", "a string or an object")),
     }

@@ -18,7 +18,7 @@ pub(super) struct ForcedMint {
 
 /// One answer of a connector's read script.
 #[derive(Clone, Debug)]
-pub(super) enum ScriptStep {
+pub(super) enum ScriptedRead {
     /// This status (and reason) instead of the account's own.
     Status(AccountStatus, Option<String>),
     /// An HTTP failure instead of any account.

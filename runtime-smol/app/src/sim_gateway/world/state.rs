@@ -3,7 +3,7 @@
 //! sends it to its route.
 
 use super::dates::rfc3339;
-use super::faults::{FaultQueues, ForcedMint, ScriptStep};
+use super::faults::{FaultQueues, ForcedMint, ScriptedRead};
 use super::http::{SimRequest, SimResponse, authorized};
 use super::ids::{IdSource, NumberedIds};
 use connop_core::tool_gateway::{AccountStatus, SIMULATED_CATALOG};
@@ -70,7 +70,7 @@ pub struct SimWorld {
     /// From which read on a connector's accounts answer `active`.
     pub(super) flips: BTreeMap<String, usize>,
     /// The successive answers of a connector's account reads.
-    pub(super) scripts: BTreeMap<String, Vec<ScriptStep>>,
+    pub(super) scripts: BTreeMap<String, Vec<ScriptedRead>>,
     /// The reason on every answer that has none of its own.
     pub(super) status_reason: Option<String>,
     /// Whether mint rows carry a `connectionId`.

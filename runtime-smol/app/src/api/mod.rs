@@ -45,7 +45,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// What a handler answers: a status and a JSON body, or why not.
-type Answer = Result<(StatusCode, Value), ApiError>;
+type HandlerAnswer = Result<(StatusCode, Value), ApiError>;
 
 /// A connection's hold on the count of live event streams.
 type Streaming = Arc<Mutex<Option<CountGuard>>>;

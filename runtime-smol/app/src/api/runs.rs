@@ -7,7 +7,7 @@
 use super::error::ApiError;
 use super::executor::{Turn, TurnOutcome};
 use super::input::{user_message, valid_author};
-use super::{Answer, Api};
+use super::{Api, HandlerAnswer};
 use crate::store::Store as _;
 use crate::store::{FirstAnswer, Keyed, NewMessage, NewRun, Running, Started};
 use crate::sync::random_hex;
@@ -54,7 +54,7 @@ fn parse_run(body: &[u8]) -> Result<RunRequest, ApiError> {
 
 /// The answer to a request whose key was taken: the first answer for the same body, a
 /// conflict for another.
-fn replay(first: FirstAnswer, body: &str) -> Answer {
+fn replay(first: FirstAnswer, body: &str) -> HandlerAnswer {
     if first.body != body {
         return Err(ApiError::IdempotencyConflict);
     }
@@ -64,7 +64,9 @@ fn replay(first: FirstAnswer, body: &str) -> Answer {
 
 /// Runs `work` to its end even if the client goes away meanwhile: a run once stored must
 /// be started, a stop once stored must be routed.
-pub(super) async fn to_the_end(work: impl Future<Output = Answer> + Send + 'static) -> Answer {
+pub(super) async fn to_the_end(
+    work: impl Future<Output = HandlerAnswer> + Send + 'static,
+) -> HandlerAnswer {
     let (tx, rx) = async_channel::bounded(1);
     smol::spawn(async move {
         let _ = tx.send(work.await).await;
@@ -78,7 +80,7 @@ impl Api {
         self: Arc<Self>,
         body: Vec<u8>,
         idempotency_key: Option<String>,
-    ) -> Answer {
+    ) -> HandlerAnswer {
         let text = String::from_utf8_lossy(&body).into_owned();
         let now = self.clock.now();
         let request = match (parse_run(&body), &idempotency_key) {
@@ -255,7 +257,7 @@ impl Api {
         }
     }
 
-    pub(super) async fn get_run(&self, id: &str) -> Answer {
+    pub(super) async fn get_run(&self, id: &str) -> HandlerAnswer {
         match self.store.run(id).await? {
             Some(run) => Ok((StatusCode::OK, run.to_json())),
             None => Err(ApiError::RunNotFound(id.to_owned())),
@@ -264,7 +266,7 @@ impl Api {
 
     /// A stop: stored as the core decides, then carried to the turn, here or on the replica
     /// that runs it.
-    pub(super) async fn stop_run(self: Arc<Self>, id: String) -> Answer {
+    pub(super) async fn stop_run(self: Arc<Self>, id: String) -> HandlerAnswer {
         let now = self.clock.now();
         let Some((run, _)) = self.store.apply(&id, RunChange::Stop, now).await? else {
             return Err(ApiError::RunNotFound(id));

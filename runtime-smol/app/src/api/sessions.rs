@@ -12,7 +12,7 @@
 use super::error::ApiError;
 use super::executor::{Turn, TurnOutcome};
 use super::input::valid_author;
-use super::{Answer, Api};
+use super::{Api, HandlerAnswer};
 use crate::store::Store as _;
 use crate::store::{NewMessage, SessionCursor, SessionRow};
 use crate::sync::random_hex;
@@ -53,7 +53,7 @@ fn page_of(query: Option<&str>) -> Result<(Option<SessionCursor>, u32), ApiError
 }
 
 impl Api {
-    pub(super) async fn list_sessions(&self, query: Option<&str>) -> Answer {
+    pub(super) async fn list_sessions(&self, query: Option<&str>) -> HandlerAnswer {
         let (cursor, limit) = page_of(query)?;
         let page = self.store.sessions(cursor.as_ref(), limit).await?;
         let sessions: Vec<Value> = page.rows.iter().map(SessionRow::to_json).collect();
@@ -64,7 +64,7 @@ impl Api {
         ))
     }
 
-    pub(super) async fn create_session(&self, body: &[u8]) -> Answer {
+    pub(super) async fn create_session(&self, body: &[u8]) -> HandlerAnswer {
         let body: Value = if body.is_empty() {
             json!({})
         } else {
@@ -91,7 +91,7 @@ impl Api {
         Ok((StatusCode::CREATED, row.to_json()))
     }
 
-    pub(super) async fn chat(&self, session_id: &str, body: &[u8]) -> Answer {
+    pub(super) async fn chat(&self, session_id: &str, body: &[u8]) -> HandlerAnswer {
         let body = serde_json::from_slice::<Value>(body).map_err(|_| ApiError::InvalidJson)?;
         if self.store.session(session_id).await?.is_none() {
             return Err(ApiError::SessionNotFound(session_id.to_owned()));

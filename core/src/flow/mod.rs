@@ -436,10 +436,7 @@ impl Flow {
                         instructions: None,
                     })
                     .collect();
-                let op = Operation::new(OpId::from_entropy(entropy), targets, now, deadline);
-                flow.watch = watch::Watcher::new(op.rows().len());
-                let op_id = op.op_id();
-                flow.op = Some(op);
+                let op_id = flow.create_operation(targets, deadline, entropy, now);
                 flow.args = Some(args);
                 if path == Path::Card {
                     flow.stage = Stage::Registering;
@@ -484,6 +481,22 @@ impl Flow {
         }
     }
 
+    /// Creates the flow's operation (every target `pending`), with a watcher sized to its
+    /// rows; returns its id.
+    fn create_operation(
+        &mut self,
+        targets: Vec<Target>,
+        deadline: Duration,
+        entropy: [u8; 6],
+        now: Timestamp,
+    ) -> OpId {
+        let op = Operation::new(OpId::from_entropy(entropy), targets, now, deadline);
+        self.watch = watch::Watcher::new(op.rows().len());
+        let op_id = op.op_id();
+        self.op = Some(op);
+        op_id
+    }
+
     /// Opens an operation the host drives itself (the seeds open one directly, SPEC §11): it
     /// registers like a card-path operation — refused with the tool's error when the session
     /// already has one — and then holds. No mint, no card, no watcher: only the host's inputs
@@ -500,10 +513,7 @@ impl Flow {
         let deadline = config.options.deadline;
         let mut flow = Flow::blank(config, Path::Card);
         flow.held = true;
-        let op = Operation::new(OpId::from_entropy(entropy), targets, now, deadline);
-        flow.watch = watch::Watcher::new(op.rows().len());
-        let op_id = op.op_id();
-        flow.op = Some(op);
+        let op_id = flow.create_operation(targets, deadline, entropy, now);
         flow.stage = Stage::Registering;
         flow.push(Effect::Register {
             key: flow.registry_key.clone(),
@@ -529,9 +539,7 @@ impl Flow {
         let mut flow = Flow::blank(config, Path::Card);
         flow.held = true;
         flow.host_settles = true;
-        let op = Operation::new(OpId::from_entropy(entropy), targets, now, deadline);
-        flow.watch = watch::Watcher::new(op.rows().len());
-        flow.op = Some(op);
+        flow.create_operation(targets, deadline, entropy, now);
         flow.stage = Stage::Held;
         flow
     }

@@ -95,19 +95,25 @@ impl<G: ?Sized> ToolContext<G> {
         config
     }
 
+    /// An operation's environment in this context: its registry (held weakly: a registry and
+    /// the operations it holds are freed together), the event sink, how its calls run and
+    /// the clock.
+    fn env(&self, calls: Option<Arc<dyn CallStarter>>) -> OpEnv {
+        OpEnv {
+            registry: Arc::downgrade(self.registry.cell()),
+            events: self.events.clone(),
+            calls,
+            clock: self.clock.clone(),
+        }
+    }
+
     /// Starts the tool call's operation (both runtimes start it here): the flow at the
     /// clock's now, its environment, its interrupt. `calls` runs its gateway calls unless
     /// the context names its own (`None`: the driver starts them, taking them from its
     /// [`step`](OpHandle::step)). Nothing runs until a driver steps it.
     pub fn start(&self, args: &Value, calls: Option<Arc<dyn CallStarter>>) -> OpHandle {
         let flow = Flow::start(args, self.flow_config(), entropy(), self.clock.now());
-        let env = OpEnv {
-            registry: Arc::downgrade(self.registry.cell()),
-            events: self.events.clone(),
-            calls: self.calls.clone().or(calls),
-            clock: self.clock.clone(),
-        };
-        let op = OpHandle::new(flow, env);
+        let op = OpHandle::new(flow, self.env(self.calls.clone().or(calls)));
         if let Some(interrupt) = &self.interrupt {
             interrupt.attach(&op);
         }
@@ -133,13 +139,7 @@ impl<G: ?Sized> ToolContext<G> {
     /// events go to the context's sink.
     pub fn open(&self, targets: Vec<Target>) -> Result<OpHandle, AlreadyOpen> {
         let flow = Flow::open(targets, self.flow_config(), entropy(), self.clock.now());
-        let env = OpEnv {
-            registry: Arc::downgrade(self.registry.cell()),
-            events: self.events.clone(),
-            calls: self.calls.clone(),
-            clock: self.clock.clone(),
-        };
-        let op = OpHandle::new(flow, env);
+        let op = OpHandle::new(flow, self.env(self.calls.clone()));
         op.run_queued();
         match op.result() {
             Some(ToolResult::Error(message)) => Err(AlreadyOpen {
@@ -167,13 +167,7 @@ impl<G: ?Sized> ToolContext<G> {
     /// but the host.
     pub fn detached(&self, targets: Vec<Target>) -> OpHandle {
         let flow = Flow::detached(targets, self.flow_config(), entropy(), self.clock.now());
-        let env = OpEnv {
-            registry: Arc::downgrade(self.registry.cell()),
-            events: self.events.clone(),
-            calls: self.calls.clone(),
-            clock: self.clock.clone(),
-        };
-        OpHandle::new(flow, env)
+        OpHandle::new(flow, self.env(self.calls.clone()))
     }
 }
 

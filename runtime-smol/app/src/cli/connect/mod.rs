@@ -30,9 +30,6 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// State shared by the screen, the key reader and the operation's events.
-type Shared<T> = Arc<std::sync::Mutex<T>>;
-
 /// Options of `connop connect`.
 pub struct ConnectOptions {
     /// The connectors to connect.

@@ -10,7 +10,6 @@
 //! With `NO_COLOR` or `TERM=dumb` (SPEC §12.3), or when stderr is not a terminal, nothing
 //! moves the cursor: each change is one line, and the hint and the keys are printed once.
 
-use super::Shared;
 use super::card::{
     CardModel, LINK_HINT, Layout, Line, Style, Tone, change_line, stderr_is_terminal,
     style_from_env, terminal_size,
@@ -22,6 +21,9 @@ use futures_lite::{FutureExt, StreamExt};
 use std::io::Write as _;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
+
+/// State shared by the screen, the key reader and the operation's events.
+pub(super) type Shared<T> = Arc<Mutex<T>>;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())

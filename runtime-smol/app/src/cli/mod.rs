@@ -18,4 +18,4 @@ mod tool_gateway;
 pub use flags::{MIN_TICK, seconds, tick};
 pub use process::{announce_listening, profile, watch_signals};
 pub(crate) use process::{print_stdout, watch};
-pub use tool_gateway::{ChosenToolGateway, choose_for_person, choose_tool_gateway};
+pub use tool_gateway::{ChosenToolGateway, choose_for_person, choose_tool_gateway, uses_embedded};

@@ -40,15 +40,23 @@ fn run_with(
         Runtime::Blocking => {
             let mut ctx: ToolContext<dyn BlockingToolGateway> =
                 ToolContext::new(registry.clone(), "s1", blocking);
-            (ctx.surface, ctx.events, ctx.options.tick, ctx.options.deadline) =
-                (Surface::Desktop, Some(events), tick, deadline);
+            (
+                ctx.surface,
+                ctx.events,
+                ctx.options.tick,
+                ctx.options.deadline,
+            ) = (Surface::Desktop, Some(events), tick, deadline);
             connop_blocking::manage_connections(args, &ctx).to_value()
         }
         Runtime::Smol => {
             let mut ctx: ToolContext<dyn AsyncToolGateway> =
                 ToolContext::new(registry.clone(), "s1", asynchronous);
-            (ctx.surface, ctx.events, ctx.options.tick, ctx.options.deadline) =
-                (Surface::Desktop, Some(events), tick, deadline);
+            (
+                ctx.surface,
+                ctx.events,
+                ctx.options.tick,
+                ctx.options.deadline,
+            ) = (Surface::Desktop, Some(events), tick, deadline);
             smol::block_on(connop_smol::manage_connections(args, &ctx)).to_value()
         }
     };

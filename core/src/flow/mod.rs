@@ -24,7 +24,9 @@ mod input;
 mod prepare;
 #[cfg(test)]
 mod testing;
+mod wake;
 mod watch;
+mod watching;
 
 use crate::card::{AnswerKind, CardAnswer, CardReply};
 use crate::contract::{Actor, Kind, SettleReason, TargetAction, TargetState};
@@ -42,6 +44,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 pub use input::{Handled, Input};
+pub use wake::{Wake, WakeReason};
 pub use watch::{MAX_READ_TIMEOUT, MIN_READ_TIMEOUT};
 
 /// The default watcher tick (SPEC §5.5).
@@ -254,27 +257,6 @@ impl Event {
             Event::Update(_) => "connection.update",
         }
     }
-}
-
-/// Why the flow wants to be woken.
-#[non_exhaustive]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WakeReason {
-    /// The next watcher tick (or an immediate re-read after a change).
-    Tick,
-    /// The end of a 429 back-off, later than the next tick.
-    Backoff,
-    /// The operation deadline.
-    Deadline,
-}
-
-/// The next wake-up.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Wake {
-    /// When.
-    pub at: Timestamp,
-    /// Why.
-    pub reason: WakeReason,
 }
 
 /// Where the flow is.
@@ -610,6 +592,58 @@ impl Flow {
     //
     // Each is one `Input` by name (`handle_input` dispatches here), so a runtime that holds the
     // pieces need not build the value.
+
+    /// Feeds one input at `now`. Afterwards drain [`poll_effect`](Self::poll_effect) to `None`
+    /// before asking [`poll_timeout`](Self::poll_timeout).
+    ///
+    /// `Err` is the caller's mistake and, but for one case, changed nothing: a gateway reply
+    /// of another kind than its call asked for is still taken, as an invalid response, so the
+    /// flow never waits on it forever, and reported as [`CallerError::ReplyMismatch`].
+    ///
+    /// The typed `handle_*` methods are the same inputs by name; this is where they meet.
+    pub fn handle_input(&mut self, input: Input, now: Timestamp) -> Result<Handled, CallerError> {
+        match input {
+            Input::Registered(result) => {
+                self.handle_registered(result, now);
+                Ok(Handled::Taken)
+            }
+            Input::Gateway { id, result } => self
+                .handle_gateway(id, result, now)
+                .map(|()| Handled::Taken),
+            Input::Timeout => {
+                self.handle_timeout(now);
+                Ok(Handled::Taken)
+            }
+            Input::CardAnswer(answer) => self.handle_card_answer(&answer, now).map(Handled::Card),
+            Input::Continue => self.handle_continue(now).map(Handled::Card),
+            Input::Interrupt => Ok(Handled::Settled(self.handle_interrupt(now))),
+            Input::Settle(reason) => Ok(Handled::Settled(self.handle_settle(reason, now))),
+            Input::Transition {
+                name,
+                to,
+                actor,
+                patch,
+            } => self
+                .handle_transition(&name, to, actor, patch, now)
+                .map(Handled::Moved),
+            Input::Refresh {
+                name,
+                connect_url,
+                detail,
+                actor,
+            } => self
+                .handle_refresh(&name, connect_url, detail, actor, now)
+                .map(Handled::Refreshed),
+            Input::ReturnHint { target } => self
+                .handle_return_hint(target.as_deref(), now)
+                .map(|read| Handled::Hinted { read }),
+            Input::Register { profile } => self.handle_register(profile).map(|()| Handled::Taken),
+            Input::Observe => self.handle_observe(now).map(|()| Handled::Taken),
+            Input::SettleIfAllResolved => {
+                Ok(Handled::Settled(self.handle_settle_if_all_resolved(now)))
+            }
+        }
+    }
 
     /// [`Input::Registered`]: the registry's answer to [`Effect::Register`]; `Err` carries the
     /// id of the operation already open under the key.

@@ -4,11 +4,11 @@
 //! Python: so the caller's next line runs before the thread the input woke runs Python
 //! again, as it would if the operation were Python code. Reads release the GIL.
 
+use crate::callbacks::events;
 use crate::convert::{from_py, to_py};
 use crate::enums::{PyActor, PyKind, PySettleReason, PyTargetAction, PyTargetState};
 use crate::errors::{OperationAlreadyOpen, caller_error};
 use crate::gateway::seconds;
-use crate::tool::events;
 use connop_blocking::{Interrupt, OpHandle, SharedRegistry, ToolContext};
 use connop_core::card::CardAnswer;
 use connop_core::contract::{Kind, TargetAction};

@@ -80,11 +80,13 @@ pub enum UsageError {
     /// A tick so short that the watcher would read the tool gateway without a pause.
     #[error(
         "--tick must be at least {} seconds (each live row is read once per tick), not {value}",
-        connop_core::flow::MIN_TICK.as_secs_f64()
+        min.as_secs_f64()
     )]
     TickTooShort {
         /// What was given.
         value: f64,
+        /// The shortest tick allowed.
+        min: std::time::Duration,
     },
     /// `--sim-auto` with a hosted tool gateway, which it cannot reach.
     #[error("--sim-auto applies to the embedded simulated gateway; unset CONNECTOR_GATEWAY_URL")]

@@ -411,11 +411,11 @@ fn run(cli: Cli) -> Result<u8, AppError> {
 /// flag the parser refuses; 1 otherwise).
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // The card redraws itself on a terminal's stderr: there, only warnings interrupt it
-    // unless RUST_LOG asks for more.
-    let card_on_terminal =
-        matches!(cli.command, Command::Connect(_)) && std::io::stderr().is_terminal();
-    let default_filter = if card_on_terminal { "warn" } else { "info" };
+    // A person at a terminal reads the card, or the list, on stderr and stdout: there, only
+    // warnings interrupt it unless RUST_LOG asks for more.
+    let for_a_person = matches!(cli.command, Command::Connect(_) | Command::Connectors(_))
+        && std::io::stderr().is_terminal();
+    let default_filter = if for_a_person { "warn" } else { "info" };
     let started = init_logging(cli.log_format, default_filter)
         .map_err(|e| AppError::from(UsageError::from(e)))
         .and_then(|()| run(cli));

@@ -38,7 +38,7 @@ fn connect_with_sim_auto_finishes_on_its_own_and_prints_the_settled_result() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("gmail: initiated -> connected"),
+        stderr.contains("gmail: connected"),
         "one line per change off a terminal: {stderr}"
     );
 }
@@ -144,9 +144,9 @@ fn rows_past_nine_can_be_skipped() {
     let mut term = OnTerminal::spawn(command, true, None);
     term.expect("(Enter after 1)");
     term.press(b"11");
-    term.expect("c11: initiated -> skipped");
+    term.expect("c11: skipped");
     term.press(b"1\r");
-    term.expect("c1: initiated -> skipped");
+    term.expect("c1: skipped");
     term.press(b"c");
     let shown = term.finish(3);
     assert!(shown.contains("c1   skipped"), "{shown}");
@@ -170,9 +170,77 @@ fn a_short_window_shows_what_fits_and_hyperlinks() {
     let shown = term.finish(3);
     // Back on the normal screen, the final card once, then the summary.
     assert!(shown.contains("\x1b[?1049l"), "{shown:?}");
-    assert!(shown.contains("settled by continue"), "{shown:?}");
+    assert!(shown.contains("settled: you continued"), "{shown:?}");
     assert!(
         shown.contains("google_calendar  not connected"),
         "{shown:?}"
     );
+}
+
+/// `connop connectors` on a terminal prints its list and no log line at the default level,
+/// as `connect` does there.
+#[test]
+fn connectors_on_a_terminal_print_no_log_line() {
+    let mut command = connop();
+    command.env_remove("RUST_LOG").args(["connectors"]);
+    let term = OnTerminal::spawn(command, true, None);
+    let shown = term.finish(0);
+    assert!(shown.contains("google_calendar  not connected"), "{shown}");
+    assert!(!shown.contains(" INFO "), "{shown}");
+}
+
+/// A name the tool gateway does not list is a usage error said before anything listens:
+/// the error line is all there is on stderr.
+#[test]
+fn a_usage_error_comes_before_anything_listens() {
+    let out = connop()
+        .env_remove("RUST_LOG")
+        .args(["connect", "gmial"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("connop runs");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr.lines().collect::<Vec<_>>(),
+        ["connop: unknown connector 'gmial' (did you mean 'gmail'?)"],
+        "{stderr}"
+    );
+}
+
+/// With `NO_COLOR` the card's lines speak the person's words, as the coloured card does: no
+/// actor, no wire name of a settle reason.
+#[test]
+fn no_color_lines_use_the_cards_words() {
+    let mut command = connop();
+    command
+        .env("NO_COLOR", "1")
+        .args(["connect", "gmail", "--sim-auto", "0.5"]);
+    let term = OnTerminal::spawn(command, true, None);
+    let shown = term.finish(0);
+    for internal in ["backend_watcher", "all_resolved", " -> ", "card: "] {
+        assert!(!shown.contains(internal), "{internal:?} in {shown}");
+    }
+    assert!(shown.contains("gmail: connected"), "{shown}");
+    assert!(shown.contains("settled: all resolved"), "{shown}");
+}
+
+/// `connop connectors` with the embedded simulated gateway says, in one line, that each
+/// command starts its own (so a `connect` before it left nothing here); with a hosted tool
+/// gateway it says nothing of the kind.
+#[test]
+fn connectors_say_each_command_starts_its_own_simulated_gateway() {
+    let out = connop()
+        .args(["connectors"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("connop runs");
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("each command starts its own"))
+        .collect();
+    assert_eq!(said.len(), 1, "{stderr}");
+    assert!(said[0].contains("CONNECTOR_GATEWAY_URL"), "{stderr}");
 }

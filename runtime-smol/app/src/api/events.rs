@@ -14,7 +14,7 @@
 
 use super::error::ApiError;
 use super::routes::{Body, full};
-use super::{Api, Streaming, lock};
+use super::server::{Api, Streaming, lock};
 use crate::store::Store as _;
 use http_body_util::{BodyExt, StreamBody};
 use hyper::Response;

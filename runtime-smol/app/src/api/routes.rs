@@ -9,7 +9,7 @@
 use super::error::ApiError;
 use super::input::{body_holds_nul, storable};
 use super::runs::to_the_end;
-use super::{Api, Streaming};
+use super::server::{Api, Streaming};
 use crate::net::guard::{self, Accepts};
 use crate::telemetry;
 use connop_core::run::idempotency_key;
@@ -93,6 +93,18 @@ fn error_response(error: &ApiError) -> Response<Body> {
 }
 
 impl Api {
+    /// Answers one request in-process, as a connection of the listener would, guard first (no
+    /// socket: the fuzz targets call this). An event stream's body is what the caller reads of
+    /// it.
+    pub async fn answer<B>(self: &Arc<Self>, request: hyper::Request<B>) -> hyper::Response<Body>
+    where
+        B: hyper::body::Body<Data = hyper::body::Bytes>,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let streaming = Streaming::default();
+        self.clone().respond(request, &streaming).await
+    }
+
     /// Answers one request of a connection (and of [`Api::answer`], with no socket);
     /// `streaming` holds the connection's event stream, if any.
     pub(super) async fn respond<B>(

@@ -7,7 +7,7 @@
 use super::error::ApiError;
 use super::executor::{Turn, TurnOutcome};
 use super::input::{user_message, valid_author};
-use super::{Api, HandlerAnswer};
+use super::server::{Api, HandlerAnswer};
 use crate::store::Store as _;
 use crate::store::{FirstAnswer, Keyed, NewMessage, NewRun, Running, Started};
 use crate::sync::random_hex;

@@ -12,7 +12,7 @@
 use super::error::ApiError;
 use super::executor::{Turn, TurnOutcome};
 use super::input::valid_author;
-use super::{Api, HandlerAnswer};
+use super::server::{Api, HandlerAnswer};
 use crate::store::Store as _;
 use crate::store::{NewMessage, SessionCursor, SessionRow};
 use crate::sync::random_hex;

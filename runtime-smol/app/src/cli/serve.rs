@@ -96,6 +96,7 @@ pub fn serve(options: ServeOptions, mut signals: Signals) -> Result<(), AppError
         let sockets: Vec<_> = bound.iter().filter_map(Bound::socket_file).collect();
         // Announced in this order: the embedded tool gateway, each `--listen`, the HTTP API.
         let tool_gateway = choose_tool_gateway(None)?;
+        tool_gateway.announce();
         let server = RpcServer::new((options.rpc)(tool_gateway.client.clone()));
         let in_flight = Arc::new(Count::default());
         let connections: Connections = Arc::default();

@@ -20,12 +20,34 @@ pub struct ChosenToolGateway {
     pub url: String,
 }
 
+impl ChosenToolGateway {
+    /// Says `listening <url>` for the embedded simulated tool gateway (its consent pages are
+    /// there); a hosted one is not announced. A command calls it once it checked everything
+    /// it can refuse, so that a usage error is never said after a `listening` line.
+    pub fn announce(&self) {
+        if let Some(sim) = &self.embedded {
+            super::announce_listening(format_args!("{}", sim.url()));
+        }
+    }
+}
+
+/// `CONNECTOR_GATEWAY_URL`, unless unset or blank.
+fn gateway_url() -> Option<String> {
+    std::env::var("CONNECTOR_GATEWAY_URL")
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+}
+
+/// Whether a command uses the embedded simulated tool gateway (`CONNECTOR_GATEWAY_URL` is
+/// unset): each command starts its own, with nothing connected.
+pub fn uses_embedded() -> bool {
+    gateway_url().is_none()
+}
+
 /// As [`choose_tool_gateway`], for a command a person runs (`connect`, `connectors`): a
 /// hosted tool gateway without a token is an error that says so, not a warning.
 pub fn choose_for_person(auto_complete: Option<Duration>) -> Result<ChosenToolGateway, AppError> {
-    let url = std::env::var("CONNECTOR_GATEWAY_URL")
-        .ok()
-        .filter(|u| !u.trim().is_empty());
+    let url = gateway_url();
     let token = std::env::var("CONNECTOR_GATEWAY_TOKEN")
         .ok()
         .filter(|t| !t.trim().is_empty());
@@ -41,14 +63,12 @@ pub fn choose_for_person(auto_complete: Option<Duration>) -> Result<ChosenToolGa
 }
 
 /// `CONNECTOR_GATEWAY_URL`/`CONNECTOR_GATEWAY_TOKEN`, or, when the URL is unset, the embedded
-/// simulated tool gateway (its address announced on stderr); `auto_complete` is its
+/// simulated tool gateway (announced by [`ChosenToolGateway::announce`]); `auto_complete` is its
 /// `--auto-complete`. The embedded gateway's token guards its `/sim/*` controls too (SPEC
 /// §12.2): it is `CONNECTOR_GATEWAY_TOKEN` when that is set, so whoever set it can drive them,
 /// and a fresh random one otherwise.
 pub fn choose_tool_gateway(auto_complete: Option<Duration>) -> Result<ChosenToolGateway, AppError> {
-    let url = std::env::var("CONNECTOR_GATEWAY_URL")
-        .ok()
-        .filter(|u| !u.trim().is_empty());
+    let url = gateway_url();
     let token = std::env::var("CONNECTOR_GATEWAY_TOKEN").ok();
     let Some(url) = url else {
         let token = token
@@ -87,7 +107,6 @@ fn start_embedded(
         url = %sim.url(),
         "CONNECTOR_GATEWAY_URL is unset: using the embedded simulated tool gateway",
     );
-    super::announce_listening(format_args!("{}", sim.url()));
     let client = AsyncHttpToolGateway::new(ClientConfig::new(sim.url(), Some(token)))
         .map_err(EnvironmentError::HttpClient)?;
     Ok(ChosenToolGateway {

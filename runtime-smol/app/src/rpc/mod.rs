@@ -6,6 +6,7 @@
 //! an operation by the core's flow. This module holds the table's lock and wires its
 //! decisions to the runtime: interrupts, the registry, the tool gateway, the outboxes.
 
+mod outbox;
 pub mod transport;
 
 use crate::sync::Switch;
@@ -19,9 +20,9 @@ use connop_core::rpc::{
 };
 use connop_core::tool::ToolResult;
 use connop_core::tool_gateway::{AsyncToolGateway, GatewayCall, GatewayError, GatewayReply};
+pub use outbox::{DEFAULT_MAX_OUTPUT, Outbox};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-pub use transport::{DEFAULT_MAX_OUTPUT, Outbox};
 
 /// How the JSON-RPC server runs operations.
 #[derive(Clone)]

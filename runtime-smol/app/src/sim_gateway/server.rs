@@ -4,10 +4,10 @@
 //! most [`MAX_BODY`] bytes within the read timeout, or [`MAX_CONTROL_BODY`] for a `/sim/...`
 //! control that carries the token.
 
+use super::options::{LinkIds, SimOptions};
 use super::world::{
     ControlError, IdSource, NumberedIds, SimRequest, SimResponse, SimWorld, authorized,
 };
-use super::{LinkIds, SimOptions};
 use crate::net::guard::{self, Accepts, Guard};
 use crate::net::http1;
 use crate::sync::random_hex;

@@ -5,7 +5,8 @@
 use super::postgres::{PgOptions, PgStore, connect};
 use super::sqlite::SqliteStore;
 use super::*;
-use connop_core::run::{RESTART_ERROR, RunStatus};
+use connop_core::run::{RESTART_ERROR, Run, RunChange, RunStatus};
+use serde_json::json;
 use std::time::Duration;
 
 fn t(s: u64) -> Timestamp {

@@ -10,7 +10,7 @@ pub mod outcome;
 pub mod returns;
 mod screen;
 
-use super::{choose_for_person, print_stdout, profile, watch};
+use super::{choose_for_person, print_stdout, profile, uses_embedded, watch};
 use crate::error::{AppError, UpstreamError};
 use crate::escape::{Lines, escape_controls};
 use crate::sync::random_hex;
@@ -19,7 +19,9 @@ use async_signal::Signal;
 use connop_blocking::{Interrupt, SharedRegistry, ToolContext};
 use connop_core::flow::{OperationOptions, Surface};
 use connop_core::operation::Text;
-use connop_core::tool_gateway::{AsyncToolGateway, GatewayCall, GatewayReply, GatewayRoute};
+use connop_core::tool_gateway::{
+    AsyncToolGateway, ConnectorRow, GatewayCall, GatewayReply, GatewayRoute, SIMULATED_CATALOG,
+};
 use futures_lite::StreamExt;
 use outcome::{
     EXIT_FAILED, InterruptCause, RecordingToolGateway, check_names, exit_status, gateway_failure,
@@ -27,11 +29,9 @@ use outcome::{
 };
 use screen::{RestoreOnDrop, Screen};
 use serde_json::{Value, json};
+use std::io::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// State shared by the screen, the key reader and the operation's events.
-type Shared<T> = Arc<std::sync::Mutex<T>>;
 
 /// Options of `connop connect`.
 pub struct ConnectOptions {
@@ -58,6 +58,15 @@ pub struct ConnectOptions {
 /// JSON with `--json`. Returns the exit status of SPEC §12.3.
 pub fn run_connect(options: ConnectOptions) -> Result<u8, AppError> {
     let loopback_return = returns::requested()?;
+    if uses_embedded() {
+        // The embedded tool gateway lists its catalog: the names are checked before it starts,
+        // so that a usage error comes before anything listens.
+        let listed: Vec<ConnectorRow> = SIMULATED_CATALOG
+            .iter()
+            .map(|name| ConnectorRow::new(name, true, false))
+            .collect();
+        check_names(&options.names, &listed, &options.options.local_catalog)?;
+    }
     let tool_gateway = choose_for_person(options.sim_auto)?;
     let recording = RecordingToolGateway::new(tool_gateway.client.clone());
     let client: Arc<dyn AsyncToolGateway> = recording.clone();
@@ -65,6 +74,7 @@ pub fn run_connect(options: ConnectOptions) -> Result<u8, AppError> {
         .and_then(GatewayReply::into_connectors)
         .map_err(|error| gateway_failure(&tool_gateway.url, GatewayRoute::List, error))?;
     check_names(&options.names, &rows, &options.options.local_catalog)?;
+    tool_gateway.announce();
 
     let registry = SharedRegistry::new(profile());
     let session_key = format!("connect-{}", random_hex(6));
@@ -161,6 +171,14 @@ pub fn run_connectors(json: bool) -> Result<u8, AppError> {
         lines.join("\n")
     };
     print_stdout("the connectors", &text)?;
+    if tool_gateway.embedded.is_some() {
+        // Not `eprintln!`: a stderr nobody reads changes no exit status.
+        let _ = writeln!(
+            std::io::stderr(),
+            "CONNECTOR_GATEWAY_URL is unset: each command starts its own simulated tool gateway, \
+             with nothing connected by an earlier command"
+        );
+    }
     Ok(0)
 }
 

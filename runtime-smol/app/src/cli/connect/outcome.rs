@@ -3,8 +3,10 @@
 //! becomes. Pure functions, except [`RecordingToolGateway`], which remembers the first
 //! failed call so the error names what to fix instead of repeating the agent's wording.
 
+use super::card::{outcome_word, state_named};
 use crate::error::{UpstreamError, UsageError};
 use crate::escape::{Lines, escape_controls};
+use connop_core::contract::TargetState;
 use connop_core::operation::Text;
 use connop_core::tool::did_you_mean;
 use connop_core::tool_gateway::{
@@ -115,23 +117,20 @@ pub fn check_names(
     }
 }
 
-/// What a person is told about one target when the run ends.
+/// What a person is told about one target when the run ends, in the final card's words.
 ///
 /// `last_live` is the state the card showed before the settle (settle writes
 /// `not_connected` over `failed` and `expired`), when the card saw one.
 pub fn summary_line(target: &Value, last_live: Option<&str>, name_width: usize) -> String {
     let name = shown(target["name"].as_str().unwrap_or("?"));
     let detail = shown(target["detail"].as_str().unwrap_or(""));
-    let state = target["state"].as_str().unwrap_or("");
-    let outcome = match (state, last_live) {
-        ("connected", _) => "connected".to_owned(),
-        ("skipped", _) => "skipped".to_owned(),
-        (_, Some("failed")) => "failed".to_owned(),
-        (_, Some("expired")) => "not connected (the link expired)".to_owned(),
-        _ => "not connected".to_owned(),
-    };
+    let state = state_named(target["state"].as_str().unwrap_or(""));
+    let outcome = outcome_word(
+        state.unwrap_or(TargetState::NotConnected),
+        last_live.and_then(state_named),
+    );
     let mut line = format!("{name:<name_width$}  {outcome}");
-    if !detail.is_empty() && state != "connected" {
+    if !detail.is_empty() && state != Some(TargetState::Connected) {
         line.push_str(": ");
         line.push_str(&detail);
     }

@@ -10,18 +10,21 @@
 //! With `NO_COLOR` or `TERM=dumb` (SPEC §12.3), or when stderr is not a terminal, nothing
 //! moves the cursor: each change is one line, and the hint and the keys are printed once.
 
-use super::Shared;
 use super::card::{
-    CardModel, LINK_HINT, Layout, Line, Style, Tone, change_line, stderr_is_terminal,
-    style_from_env, terminal_size,
+    CardModel, LINK_HINT, Layout, Line, Style, Tone, stderr_is_terminal, style_from_env,
+    terminal_size,
 };
 use async_signal::{Signal, Signals};
 use connop_blocking::{EventSink, SystemClock};
+use connop_core::contract::TargetState;
 use connop_core::flow::Event;
 use futures_lite::{FutureExt, StreamExt};
 use std::io::Write as _;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
+
+/// State shared by the screen, the key reader and the operation's events.
+pub(super) type Shared<T> = Arc<Mutex<T>>;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -226,27 +229,20 @@ impl Screen {
     pub(super) fn events(&self) -> EventSink {
         let screen = self.clone();
         Arc::new(move |event: &Event| {
-            let keys = {
+            let text = {
                 let mut model = lock(&screen.model);
                 if !model.apply(event) {
                     return;
                 }
-                model.keys_line()
-            };
-            match screen.mode {
-                Mode::Live => screen.draw(),
-                Mode::Lines => {
-                    let mut text = change_line(event).unwrap_or_default();
-                    if matches!(event, Event::Request(_)) {
-                        text.push_str(&format!("\n{LINK_HINT}"));
-                        if let Some(keys) = keys {
-                            text.push_str(&format!("\nkeys: {keys}"));
-                        }
-                    }
-                    if !text.is_empty() {
-                        write_stderr(&format!("{text}\n"));
-                    }
+                match screen.mode {
+                    Mode::Live => None,
+                    Mode::Lines => Some(plain_lines(&model, event)),
                 }
+            };
+            match text {
+                None => screen.draw(),
+                Some(text) if !text.is_empty() => write_stderr(&format!("{text}\n")),
+                Some(_) => {}
             }
         })
     }
@@ -296,6 +292,38 @@ impl Screen {
             write_stderr(&text);
         }
     }
+}
+
+/// What the card says for one event it accepted, line by line (no cursor movement): the
+/// event's own line; after the card request, what to do with a link and the keys; after a
+/// row failed or expired, what is left to do.
+fn plain_lines(model: &CardModel, event: &Event) -> String {
+    let mut text = model.plain_line(event).unwrap_or_default();
+    let mut say = |line: &str| {
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(line);
+    };
+    match event {
+        Event::Request(_) => {
+            say(LINK_HINT);
+            if let Some(keys) = model.keys_line() {
+                say(&format!("keys: {keys}"));
+            }
+        }
+        Event::Update(frame) => {
+            let stuck = frame
+                .change
+                .as_ref()
+                .is_some_and(|c| matches!(c.to, TargetState::Failed | TargetState::Expired));
+            if let Some(left) = model.left_to_do().filter(|_| stuck) {
+                say(&left);
+            }
+        }
+        _ => {}
+    }
+    text
 }
 
 /// Leaves the alternate screen when dropped, so an early return or a panic never leaves the

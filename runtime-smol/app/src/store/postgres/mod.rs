@@ -20,6 +20,7 @@
 
 mod pool;
 mod replica;
+mod shared;
 
 pub use pool::{CONNECT_TIMEOUT, Connected, QUERY_TIMEOUT, Socket, connect};
 
@@ -27,25 +28,20 @@ use super::migrations::{POSTGRES, newest};
 use super::{
     FirstAnswer, HISTORY_BYTES, HISTORY_MESSAGES, Health, Keyed, Message, NewMessage, NewRun,
     RunSignals, SessionCursor, SessionPage, SessionRow, Started, Store, StoreError, StoreFuture,
-    stored_answer, stored_count, stored_event, stored_time,
+    stored_answer, stored_event,
 };
-use connop_core::run::{
-    Applied, IDEMPOTENCY_TTL, RESTART_ERROR, Run, RunChange, RunEvent, RunRecord, RunStatus,
-};
+use connop_core::run::{Applied, IDEMPOTENCY_TTL, RESTART_ERROR, Run, RunChange, RunEvent};
 use connop_core::time::Timestamp;
 use pool::{Pool, Pooled};
 use serde_json::Value;
+use shared::{Shared, read_run};
 use std::sync::{Arc, Mutex};
 use tokio_postgres::Row;
 use tokio_postgres::config::Host;
 
-/// The channel that carries run ids whose runs changed.
-const EVENTS_CHANNEL: &str = "connop_run_events";
-/// The channel that carries run ids to stop.
-const STOPS_CHANNEL: &str = "connop_run_stops";
-/// Advisory lock namespaces (the first key of the two-key form).
+/// Advisory lock namespaces (the first key of the two-key form); the replicas' is
+/// [`REPLICA_LOCK`].
 const MIGRATION_LOCK: i32 = 0x636f_6e01;
-const REPLICA_LOCK: i32 = 0x636f_6e02;
 
 /// The connections a replica keeps at most, besides its listening one.
 pub const DEFAULT_POOL_SIZE: usize = 10;
@@ -137,15 +133,6 @@ fn default_replica_id(http_port: u16) -> String {
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "connop".to_owned());
     format!("{host}:{http_port}")
-}
-
-/// What the store and its background tasks share.
-struct Shared {
-    pool: Pool,
-    signals: Arc<RunSignals>,
-    /// Where the listener and the heartbeat report a failed connection.
-    health: Arc<Health>,
-    replica: String,
 }
 
 /// The PostgreSQL store of one replica.
@@ -321,35 +308,6 @@ impl Shared {
 /// An event count or seq as the `INTEGER` column holds it.
 fn count_param(n: u32) -> i32 {
     i32::try_from(n).unwrap_or(i32::MAX)
-}
-
-async fn read_run(db: &mut Pooled<'_>, run_id: &str) -> Result<Option<Run>, StoreError> {
-    let Some(row) = db
-        .query_opt(
-            "SELECT run_id, session_id, status, created_at, updated_at, output, error, last_event, events
-             FROM runs WHERE run_id = $1",
-            &[&run_id],
-        )
-        .await?
-    else {
-        return Ok(None);
-    };
-    let status: String = row.try_get(2)?;
-    let status = RunStatus::parse(&status).ok_or(StoreError::Unreadable {
-        what: "a run status",
-        value: status,
-    })?;
-    Ok(Some(Run::restore(RunRecord {
-        run_id: row.try_get(0)?,
-        session_id: row.try_get(1)?,
-        status,
-        created_at: stored_time(row.try_get(3)?),
-        updated_at: stored_time(row.try_get(4)?),
-        output: row.try_get(5)?,
-        error: row.try_get(6)?,
-        last_event: row.try_get(7)?,
-        events: stored_count(row.try_get::<_, i32>(8)?.into()),
-    })))
 }
 
 /// The latest messages of a session, oldest first: [`HISTORY_MESSAGES`] at most, whose texts

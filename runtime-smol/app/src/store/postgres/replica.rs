@@ -17,8 +17,9 @@
 //! listening connection that breaks or a heartbeat that fails is reported to the store's
 //! [`Health`](crate::store::Health), which checks whether the database went away.
 
+use super::pool::connect;
 use super::pool::timed;
-use super::{EVENTS_CHANNEL, REPLICA_LOCK, STOPS_CHANNEL, Shared, connect};
+use super::shared::{EVENTS_CHANNEL, REPLICA_LOCK, STOPS_CHANNEL, Shared, read_run};
 use crate::store::StoreError;
 use connop_blocking::SystemClock;
 use connop_core::run::{HEARTBEAT_EVERY, REPLICA_DEAD_AFTER, REPLICA_LOST_ERROR, RunChange};
@@ -153,7 +154,7 @@ async fn keep_listening(
         shared.signals.changed_all();
         for run_id in shared.signals.running_here() {
             let stopped = match shared.pool.get().await {
-                Ok(mut db) => super::read_run(&mut db, &run_id)
+                Ok(mut db) => read_run(&mut db, &run_id)
                     .await
                     .ok()
                     .flatten()

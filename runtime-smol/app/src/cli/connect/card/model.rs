@@ -1,6 +1,6 @@
 //! What the card shows: the operation's events folded into the newest view.
 
-use connop_core::contract::SettleReason;
+use connop_core::contract::{SettleReason, TargetState};
 use connop_core::flow::Event;
 use connop_core::operation::{DEFAULT_DEADLINE, OpId, TargetRow};
 use connop_core::time::Timestamp;
@@ -84,10 +84,15 @@ impl CardModel {
 
     /// The state a target was in before the operation settled, as the card last saw it.
     pub fn last_live_state(&self, name: &str) -> Option<String> {
+        self.live_state(name).map(|state| state.as_str().to_owned())
+    }
+
+    /// [`CardModel::last_live_state`], as a state.
+    pub(super) fn live_state(&self, name: &str) -> Option<TargetState> {
         self.live_rows
             .iter()
             .find(|r| &*r.name == name)
-            .map(|r| r.state.as_str().to_owned())
+            .map(|r| r.state)
     }
 
     fn is_foreign(&self, op_id: OpId) -> bool {

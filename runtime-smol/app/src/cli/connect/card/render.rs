@@ -3,6 +3,7 @@
 
 use super::line::{Line, Tone, chars, clean, fit};
 use super::model::CardModel;
+use super::words::{outcome_word, settled_words, state_word};
 use connop_core::contract::TargetState;
 use connop_core::flow::Event;
 use connop_core::operation::TargetRow;
@@ -15,13 +16,15 @@ const BAR_CELLS: usize = 20;
 const NAME_CAP: usize = 16;
 /// A detail cut to fewer characters than this is left out instead.
 const MIN_DETAIL: usize = 4;
+/// What ends the wait for a row nothing moves, when no key can be read.
+const WAITS: &str = "the operation waits until its time runs out or it is interrupted";
 
 impl CardModel {
     /// The card as lines for a terminal `width` columns wide.
     ///
     /// A title; one numbered line per row (`  1  gmail   initiated  <link>  <detail>`); then,
     /// while open, what to do with a link, the time-left bar and the keys (only when keys can
-    /// be read), or `settled by <reason>` once settled. Every line fits the width except a
+    /// be read), or how it settled once settled. Every line fits the width except a
     /// link too long for it: a link is never cut, so it gets a line of its own (under the
     /// name when it fits there) that the terminal wraps. A settled card shows no links.
     pub fn render(&self, now: Timestamp, width: u16) -> Vec<Line> {
@@ -38,11 +41,16 @@ impl CardModel {
         let mut foot = Vec::new();
         let mut hint = Vec::new();
         match self.settled_by {
-            Some(reason) => foot.push(Line::plain(fit(&format!("settled by {reason}"), width))),
+            Some(reason) => foot.push(Line::plain(fit(settled_words(reason), width))),
             None if self.op_id.is_some() => {
                 if self.rows.iter().any(|r| row_link(r).is_some()) {
                     for line in wrap_words(LINK_HINT, width) {
                         hint.push(Line::toned(Tone::Dim, line));
+                    }
+                }
+                if let Some(left) = self.left_to_do() {
+                    for line in wrap_words(&left, width) {
+                        foot.push(Line::plain(line));
                     }
                 }
                 foot.push(Line::plain(self.time_bar(now, width)));
@@ -78,6 +86,51 @@ impl CardModel {
         format!("connop · op {op_id} · {status}")
     }
 
+    /// A row's state as the card says it: its state while open, its outcome once settled.
+    fn row_word(&self, row: &TargetRow) -> &'static str {
+        match self.settled_by {
+            Some(_) => outcome_word(row.state, self.live_state(&row.name)),
+            None => state_word(row.state),
+        }
+    }
+
+    /// What is left for the person to do while a row failed or expired: such a row is not
+    /// resolved, and nothing moves it by itself (a denied consent, a link run out), so the
+    /// operation waits for a skip or Continue. `None` while no row is so.
+    pub fn left_to_do(&self) -> Option<String> {
+        if self.is_settled() {
+            return None;
+        }
+        let stuck: Vec<(usize, String)> = self
+            .rows
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| matches!(r.state, TargetState::Failed | TargetState::Expired))
+            .map(|(i, r)| (i + 1, clean(&r.name)))
+            .collect();
+        let (what, todo) = match (stuck.as_slice(), self.keys) {
+            ([], _) => return None,
+            ([(n, name)], true) => (
+                format!("{name} is not resolved"),
+                format!("press {n} to skip it, or c to continue with what is connected"),
+            ),
+            ([(_, name)], false) => (format!("{name} is not resolved"), WAITS.to_owned()),
+            (rows, keys) => {
+                let names: Vec<&str> = rows.iter().map(|(_, name)| name.as_str()).collect();
+                let todo = if keys {
+                    "press a row's number to skip it, or c to continue with what is connected"
+                } else {
+                    WAITS
+                };
+                (
+                    format!("{} are not resolved", names.join(", ")),
+                    todo.to_owned(),
+                )
+            }
+        };
+        Some(format!("{what}: {todo}"))
+    }
+
     fn render_rows(&self, width: usize, lines: &mut Vec<Line>) {
         let index_w = self.rows.len().to_string().len();
         let name_w = self
@@ -90,7 +143,7 @@ impl CardModel {
         let state_w = self
             .rows
             .iter()
-            .map(|r| r.state.as_str().len())
+            .map(|r| self.row_word(r).len())
             .max()
             .unwrap_or(0);
         // Where a row's text starts: under the name.
@@ -98,7 +151,7 @@ impl CardModel {
         for (i, row) in self.rows.iter().enumerate() {
             let name = fit(&clean(&row.name), name_w);
             let head = format!("  {:>index_w$}  {name:<name_w$}  ", i + 1);
-            let state = row.state.as_str();
+            let state = self.row_word(row);
             let pad = " ".repeat(state_w - state.len());
             // A settled card shows outcomes: its links lead nowhere useful any more.
             let url = match self.settled_by {
@@ -273,63 +326,60 @@ fn clock(left: Duration) -> String {
     }
 }
 
-/// One plain line for an event, for when stderr is not a terminal (SPEC §8).
-///
-/// Print it only for events [`CardModel::apply`] accepted, so a stale frame prints nothing.
-/// The request lists every row, a change names its move and actor, the settle frame gives
-/// the reason and the final states; a frame with neither a change nor a settle gives `None`.
-pub fn change_line(event: &Event) -> Option<String> {
-    match event {
-        Event::Request(card) => {
-            let rows: Vec<String> = card.targets.iter().map(row_summary).collect();
-            Some(format!("card: {}", rows.join(", ")))
-        }
-        Event::Update(frame) => match (&frame.change, frame.view.settled_by) {
-            (Some(change), _) => {
-                let mut line = format!(
-                    "{}: {} -> {} ({})",
-                    clean(&change.target),
-                    change.from,
-                    change.to,
-                    change.actor
-                );
-                let row = frame.view.targets.iter().find(|r| r.name == change.target);
-                if let Some(url) = row.and_then(|r| r.connect_url.as_deref()) {
-                    if !url.is_empty() {
+impl CardModel {
+    /// One plain line for an event, for when stderr is not a terminal or colour and cursor
+    /// movement are off (SPEC §8), in the card's words: no actor, no wire name.
+    ///
+    /// Call it once [`CardModel::apply`] accepted the event (a stale frame prints nothing):
+    /// the request gives the card's title and every row, a change the row's new state (with
+    /// its link while it has one to open, and its detail), the settle frame how it settled
+    /// and each row's outcome; a frame with neither a change nor a settle gives `None`.
+    pub fn plain_line(&self, event: &Event) -> Option<String> {
+        match event {
+            Event::Request(card) => {
+                let rows: Vec<String> = card.targets.iter().map(|r| self.row_text(r)).collect();
+                Some(format!("{}: {}", self.title(), rows.join(", ")))
+            }
+            Event::Update(frame) => match (&frame.change, frame.view.settled_by) {
+                (Some(change), _) => {
+                    let row = frame.view.targets.iter().find(|r| r.name == change.target);
+                    let mut line = format!("{}: {}", clean(&change.target), state_word(change.to));
+                    if let Some(url) = row.and_then(row_link) {
                         line.push(' ');
-                        line.push_str(&clean(url));
+                        line.push_str(&url);
                     }
+                    if let Some(detail) = change.detail.as_deref().filter(|d| !d.is_empty()) {
+                        line.push_str(" — ");
+                        line.push_str(&clean(detail));
+                    }
+                    Some(line)
                 }
-                if let Some(detail) = change.detail.as_deref().filter(|d| !d.is_empty()) {
-                    line.push_str(" — ");
-                    line.push_str(&clean(detail));
+                (None, Some(reason)) => {
+                    let rows: Vec<String> = frame
+                        .view
+                        .targets
+                        .iter()
+                        .map(|r| format!("{} {}", clean(&r.name), self.row_word(r)))
+                        .collect();
+                    Some(format!("{} — {}", settled_words(reason), rows.join(", ")))
                 }
-                Some(line)
-            }
-            (None, Some(reason)) => {
-                let states: Vec<String> = frame
-                    .view
-                    .targets
-                    .iter()
-                    .map(|r| format!("{}={}", clean(&r.name), r.state))
-                    .collect();
-                Some(format!("settled by {reason}: {}", states.join(" ")))
-            }
-            (None, None) => None,
-        },
-        _ => None,
+                (None, None) => None,
+            },
+            _ => None,
+        }
     }
-}
 
-fn row_summary(row: &TargetRow) -> String {
-    let mut s = format!("{} {}", clean(&row.name), row.state);
-    if let Some(url) = row.connect_url.as_deref().filter(|u| !u.is_empty()) {
-        s.push(' ');
-        s.push_str(&clean(url));
+    /// A row in one line: its name, state, link (while it has one to open) and detail.
+    fn row_text(&self, row: &TargetRow) -> String {
+        let mut s = format!("{} {}", clean(&row.name), self.row_word(row));
+        if let Some(url) = row_link(row) {
+            s.push(' ');
+            s.push_str(&url);
+        }
+        if !row.detail_str().is_empty() {
+            s.push_str(" — ");
+            s.push_str(&clean(row.detail_str()));
+        }
+        s
     }
-    if !row.detail_str().is_empty() {
-        s.push_str(" — ");
-        s.push_str(&clean(row.detail_str()));
-    }
-    s
 }

@@ -362,9 +362,9 @@ fn a_settled_card_shows_final_states_and_the_reason() {
         let lines = model.render_plain(at(20), width);
         assert_fits(&lines, width);
         assert_eq!(lines[0], "connop · op 010203040506 · settled");
-        assert!(lines[1].starts_with("  1  gmail   not_connected"));
+        assert!(lines[1].starts_with("  1  gmail   not connected"));
         assert!(lines[2].starts_with("  2  notion  skipped"));
-        assert_eq!(lines.last().unwrap(), "settled by continue");
+        assert_eq!(lines.last().unwrap(), "settled: you continued");
         let all = lines.concat();
         assert!(!all.contains("left") && !all.contains("quit") && !all.contains("https"));
     }
@@ -399,7 +399,7 @@ fn names_are_capped_and_control_characters_are_shown_escaped() {
         lines[2]
     );
     assert!(lines.iter().all(|l| !l.chars().any(char::is_control)));
-    let line = change_line(&frame).unwrap();
+    let line = model.plain_line(&frame).unwrap();
     assert!(!line.chars().any(char::is_control));
     assert!(
         line.starts_with("b\\x1b[31m: ") && line.ends_with("bad\\x1b[2Jthing\\nhere"),
@@ -407,9 +407,16 @@ fn names_are_capped_and_control_characters_are_shown_escaped() {
     );
 }
 
+/// The plain lines say what the card says, in its words: no move arrow, no actor, no wire
+/// name of a settle reason.
 #[test]
-fn change_lines_for_each_event_kind() {
+fn plain_lines_for_each_event_kind() {
     let mut op = new_op(&["gmail", "notion"]);
+    let mut model = CardModel::new();
+    let mut line = |event: &Event| {
+        model.apply(event);
+        model.plain_line(event)
+    };
     let minted = moved(
         &mut op,
         "gmail",
@@ -418,8 +425,8 @@ fn change_lines_for_each_event_kind() {
         link(GMAIL_URL, "ca_gmail_1"),
     );
     assert_eq!(
-        change_line(&minted).unwrap(),
-        format!("gmail: pending -> initiated (backend_watcher) {GMAIL_URL}")
+        line(&minted).unwrap(),
+        format!("gmail: initiated {GMAIL_URL}")
     );
     let failed = moved(
         &mut op,
@@ -428,13 +435,13 @@ fn change_lines_for_each_event_kind() {
         Actor::BackendWatcher,
         Patch::detail("vendor refused"),
     );
+    assert_eq!(line(&failed).unwrap(), "notion: failed — vendor refused");
     assert_eq!(
-        change_line(&failed).unwrap(),
-        "notion: pending -> failed (backend_watcher) — vendor refused"
-    );
-    assert_eq!(
-        change_line(&request(&op)).unwrap(),
-        format!("card: gmail initiated {GMAIL_URL}, notion failed — vendor refused")
+        line(&request(&op)).unwrap(),
+        format!(
+            "connop · op 010203040506 · 0/2 resolved: gmail initiated {GMAIL_URL}, notion \
+             failed — vendor refused"
+        )
     );
     let change = op
         .refresh(
@@ -449,33 +456,36 @@ fn change_lines_for_each_event_kind() {
         change: Some(change),
     }));
     assert_eq!(
-        change_line(&refreshed).unwrap(),
-        "gmail: initiated -> initiated (backend_watcher) https://connect.example/gmail/2"
+        line(&refreshed).unwrap(),
+        "gmail: initiated https://connect.example/gmail/2"
     );
-    moved(
+    let connected = moved(
         &mut op,
         "gmail",
         TargetState::Connected,
         Actor::BackendWatcher,
         Patch::default(),
     );
-    moved(
+    assert_eq!(line(&connected).unwrap(), "gmail: connected");
+    let skipped = moved(
         &mut op,
         "notion",
         TargetState::Skipped,
         Actor::User,
         Patch::default(),
     );
+    assert_eq!(line(&skipped).unwrap(), "notion: skipped — vendor refused");
     let fin = settled(&mut op, SettleReason::AllResolved);
     assert_eq!(
-        change_line(&fin).unwrap(),
-        "settled by all_resolved: gmail=connected notion=skipped"
+        line(&fin).unwrap(),
+        "settled: all resolved — gmail connected, notion skipped"
     );
     let Event::Update(mut bare) = fin else {
         unreachable!()
     };
     bare.view.settled_by = None;
-    assert_eq!(change_line(&Event::Update(bare)), None);
+    bare.view.seq += 1;
+    assert_eq!(line(&Event::Update(bare)), None);
 }
 
 #[test]
@@ -736,4 +746,85 @@ fn snapshots_of_the_card() {
     let fin = settled(&mut op, SettleReason::Continue);
     let model = card(&[&req, &connected, &fin]);
     insta::assert_snapshot!("settled_card", model.render_plain(at(20), 80).join("\n"));
+}
+
+/// After a Deny (a row failed) the card says what is left to do: the row is not resolved
+/// until it is skipped, or Continue settles with what is connected.
+#[test]
+fn a_failed_row_says_what_is_left_to_do() {
+    let mut op = op();
+    let req = request(&op);
+    let connected = moved(
+        &mut op,
+        "gmail",
+        TargetState::Connected,
+        Actor::BackendWatcher,
+        Patch::default(),
+    );
+    let denied = moved(
+        &mut op,
+        "notion",
+        TargetState::Failed,
+        Actor::BackendWatcher,
+        Patch::detail("user denied access"),
+    );
+    let mut model = card(&[&req, &connected, &denied]);
+    model.set_keys(true);
+    let text = model.render_plain(at(20), 80).join("\n");
+    assert!(text.contains("1/2 resolved"), "{text}");
+    assert!(
+        text.contains("notion is not resolved: press 2 to skip it, or c to continue"),
+        "{text}"
+    );
+    insta::assert_snapshot!("denied_card", text);
+    // Without keys to read, it says what ends the wait instead.
+    model.set_keys(false);
+    let text = model.render_plain(at(20), 80).join("\n");
+    assert!(!text.contains("press"), "{text}");
+    assert!(text.contains("notion is not resolved"), "{text}");
+}
+
+/// The final card and the summary word each outcome the same way.
+#[test]
+fn the_final_card_and_the_summary_share_their_words() {
+    let mut op = new_op(&["gmail", "notion", "slack", "github", "linear"]);
+    let req = request(&op);
+    let mut events = vec![req];
+    for (name, to, actor) in [
+        ("gmail", TargetState::Initiated, Actor::BackendWatcher),
+        ("gmail", TargetState::Connected, Actor::BackendWatcher),
+        ("notion", TargetState::Skipped, Actor::User),
+        ("slack", TargetState::Initiated, Actor::BackendWatcher),
+        ("slack", TargetState::Failed, Actor::BackendWatcher),
+        ("github", TargetState::Initiated, Actor::BackendWatcher),
+        ("github", TargetState::Expired, Actor::Clock),
+    ] {
+        events.push(moved(&mut op, name, to, actor, Patch::default()));
+    }
+    events.push(settled(&mut op, SettleReason::Continue));
+    let model = card(&events.iter().collect::<Vec<_>>());
+    let lines = model.render_plain(at(20), 80);
+    let result = serde_json::to_value(OperationView::of(&op)).unwrap();
+    let summary =
+        crate::cli::connect::outcome::summary(&result, |name| model.last_live_state(name));
+    for (i, name) in ["gmail", "notion", "slack", "github", "linear"]
+        .iter()
+        .enumerate()
+    {
+        let row = lines[i + 1]
+            .split_whitespace()
+            .skip(2)
+            .collect::<Vec<_>>()
+            .join(" ");
+        let said = summary[i]
+            .strip_prefix(*name)
+            .unwrap_or_default()
+            .trim()
+            .to_owned();
+        assert_eq!(
+            row, said,
+            "{name}: the card says {row:?}, the summary {said:?}"
+        );
+    }
+    assert_eq!(lines.last().unwrap(), "settled: you continued");
 }

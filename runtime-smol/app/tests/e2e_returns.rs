@@ -170,7 +170,7 @@ fn connect_serves_a_loopback_return_url_and_each_return_reads_at_once() {
     let (mut child, _listening, log) = support::spawn_logging(&mut command);
     let url = return_url(&log);
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
-    log.wait_for("the card", |l| l.starts_with("card:"));
+    log.wait_for("the card", |l| l.starts_with("connop · op "));
 
     // The person approves gmail at the vendor, whose redirect brings the browser back here
     // with the id the vendor gave the account.

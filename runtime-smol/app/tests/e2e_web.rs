@@ -288,7 +288,7 @@ impl Connecting {
             .expect("a URL")
             .trim_matches('"')
             .to_owned();
-        log.wait_for("the card", |l| l.starts_with("card:"));
+        log.wait_for("the card", |l| l.starts_with("connop · op "));
         Connecting {
             child,
             url,

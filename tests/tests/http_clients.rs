@@ -1,6 +1,6 @@
 //! What both HTTP clients of the tool gateway (blocking and async) must do, each test run on
 //! both (SPEC §6): the routes with their token and content type, pagination, the error
-//! mapping, the one retry of a read and never of the mint, the token check before sending,
+//! mapping, the one retry of a read (not of an account read that timed out) and never of the mint, the token check before sending,
 //! timeouts, a refused connection, a connection dropped under a mint, and a bounded answer.
 
 use connop_app::sim_gateway::{SimOptions, SimToolGateway};
@@ -264,11 +264,26 @@ fn a_slow_answer_past_the_timeout_is_a_transport_error() {
         );
         assert_eq!(server.finish().len(), 1, "{kind}");
 
-        // An account read (its own timeout): retried once, then given up.
+        // An account read (its own timeout, the time the watcher had left): not sent again.
         let server = Server::start(vec![Canned::Hang, Canned::Hang]);
         let client = Client::new(kind, server.config());
         assert_eq!(
             client.account("ca_1", Duration::from_millis(100)),
+            Err(GatewayError::Transport(
+                "the request timed out after 0.1 s".into()
+            )),
+            "{kind}"
+        );
+        assert_eq!(server.finish().len(), 1, "{kind}");
+
+        // A list read with its own timeout: retried once, then given up.
+        let server = Server::start(vec![Canned::Hang, Canned::Hang]);
+        let client = Client::new(kind, server.config());
+        let list = GatewayCall::List {
+            timeout: Some(Duration::from_millis(100)),
+        };
+        assert_eq!(
+            client.call(&list),
             Err(GatewayError::Transport(
                 "the request timed out after 0.1 s".into()
             )),

@@ -1,5 +1,5 @@
 //! `CONNOP_HOME` holds chat text, leases and sockets: its folders are created 0700 and its
-//! files 0600, whatever the umask (docs/operating.md#limits). Every folder or file the application
+//! files 0600, whatever the umask (docs/operating.md#files). Every folder or file the application
 //! makes there goes through these two functions.
 
 use std::fs::{File, OpenOptions, Permissions};

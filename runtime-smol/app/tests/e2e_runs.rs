@@ -1,8 +1,8 @@
 //! Runs, sessions and session chat over HTTP, end to end against the real binary (seed 003,
-//! docs/http-api.md#runs and #sessions, and the store items of docs/operating.md#limits), one suite
-//! on both stores: every test runs as `sqlite::…` and as `postgres::…` (the latter ignored, with
-//! the reason, unless `CONNOP_TEST_DATABASE_URL` names a server). Waits are event streams and
-//! channel receives with generous bounds.
+//! docs/http-api.md#runs and #sessions, and the store items of docs/operating.md#files and
+//! #limits), one suite on both stores: every test runs as `sqlite::…` and as `postgres::…` (the
+//! latter ignored, with the reason, unless `CONNOP_TEST_DATABASE_URL` names a server). Waits are
+//! event streams and channel receives with generous bounds.
 
 mod support;
 

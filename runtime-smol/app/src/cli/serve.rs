@@ -31,7 +31,7 @@ pub struct ServeOptions {
 }
 
 /// Refuses what would expose an unauthenticated protocol beyond this machine
-/// (docs/operating.md#limits): `--listen tcp:` on an address that is not loopback unless
+/// (docs/operating.md#connop-gateway): `--listen tcp:` on an address that is not loopback unless
 /// `allow_remote`; `--http` on one without an API key, `allow_remote` or not (a keyless API is
 /// anyone's who reaches it); and `--allow-host` names for a keyless API (it answers only to its
 /// loopback names).

@@ -1,5 +1,5 @@
-//! The run lifecycle of SPEC §9.1 and §12.6 as a pure state machine: an agent turn submitted
-//! over HTTP, its statuses, and the events each change produces.
+//! The run lifecycle of docs/http-api.md#runs and docs/operating.md#postgresql as a pure state
+//! machine: an agent turn submitted over HTTP, its statuses, and the events each change produces.
 //!
 //! Every change is one [`RunChange`] fed to [`Run::apply`], which decides whether it happens
 //! and returns the events it produced, numbered in order. The first terminal status wins and
@@ -23,7 +23,7 @@ pub const SHUTDOWN_ERROR: &str = "Gateway shutdown interrupted the run.";
 /// The error of a run found unsettled when the gateway (or a replica of the same id) started.
 pub const RESTART_ERROR: &str = "The gateway restarted before this run settled.";
 
-/// The error of a run whose replica went silent (SPEC §12.6).
+/// The error of a run whose replica went silent (docs/operating.md#postgresql).
 pub const REPLICA_LOST_ERROR: &str = "The gateway that ran this run stopped answering.";
 
 /// The error of a run whose store failed while it was active: its turn was stopped (or its end

@@ -1,5 +1,5 @@
 //! The tool gateway as data: the calls the core asks for, the replies it consumes, and the
-//! typed failures of SPEC §6.
+//! typed failures of docs/contract.md#tool-gateway-api.
 //!
 //! A runtime turns a [`GatewayCall`] into an HTTP request (or hands it to a scripted fake) and
 //! feeds back `Result<GatewayReply, GatewayError>`.
@@ -111,7 +111,7 @@ pub struct MintRequest {
     /// `true` for reconnect.
     pub reinitiate: bool,
     /// Where the vendor sends the browser back: `connop-desktop` on the desktop surface, the
-    /// host's own return URL when it gave one (SPEC §12.1), else none.
+    /// host's own return URL when it gave one (docs/contract.md#return-hints), else none.
     pub return_to: Option<Text>,
     /// The operation id, whenever `return_to` rides the mint.
     pub op: Option<OpId>,
@@ -404,7 +404,7 @@ impl GatewayReply {
 
 /// Why a gateway call failed. The gateway (or the way to it) is to blame, never the caller.
 ///
-/// The `Display` text is the `<reason>` in SPEC §5.4's error message.
+/// The `Display` text is the `<reason>` in the error message of docs/contract.md#prepare.
 #[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum GatewayError {
@@ -459,11 +459,12 @@ impl GatewayError {
 /// A future returned by an [`AsyncToolGateway`].
 pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
-/// The tool gateway for blocking hosts. One method: every route of SPEC §6 is a
-/// [`GatewayCall`], exactly what a flow's [`Effect::Call`](crate::flow::Effect::Call) asks
-/// for, so a runtime passes its effects through and a fake answers them in one place. The
-/// fixtures' scripted gateway and the blocking HTTP client implement it; the core never calls
-/// it. [`GatewayReply::into_connectors`] and its siblings unwrap a reply of a known kind.
+/// The tool gateway for blocking hosts. One method: every route of
+/// docs/contract.md#tool-gateway-api is a [`GatewayCall`], exactly what a flow's
+/// [`Effect::Call`](crate::flow::Effect::Call) asks for, so a runtime passes its effects through
+/// and a fake answers them in one place. The fixtures' scripted gateway and the blocking HTTP
+/// client implement it; the core never calls it. [`GatewayReply::into_connectors`] and its siblings
+/// unwrap a reply of a known kind.
 pub trait BlockingToolGateway: Send + Sync {
     /// Runs one call to its end (every list page; the one retry of a read, never of the mint)
     /// and answers the reply of the call's kind: rows for a list, rows for a mint, the

@@ -1,4 +1,4 @@
-//! The tool-gateway HTTP API of SPEC §6 as a sans-IO exchange.
+//! The tool-gateway HTTP API of docs/contract.md#tool-gateway-api as a sans-IO exchange.
 //!
 //! Every rule of the API (routes, headers, pagination, status mapping, the one retry, the
 //! timeouts) is decided here, once, so that the blocking and the async clients only move
@@ -38,17 +38,17 @@ use serde_json::Value;
 use std::fmt;
 use std::time::Duration;
 
-/// SPEC §6: a request that names no timeout gives the gateway this long.
+/// docs/contract.md#tool-gateway-api: a request that names no timeout gives the gateway this long.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// SPEC §6: the list stops following cursors after this many pages, so a gateway that keeps
-/// answering cursors cannot hold a call forever.
+/// docs/contract.md#tool-gateway-api: the list stops following cursors after this many pages, so a
+/// gateway that keeps answering cursors cannot hold a call forever.
 pub const DEFAULT_MAX_PAGES: usize = 20;
 
 /// The page size asked of the connector list.
 pub const PAGE_LIMIT: usize = 50;
 
-/// What a 429 waits when the gateway says nothing about it (SPEC §5.5).
+/// What a 429 waits when the gateway says nothing about it (docs/contract.md#watcher).
 pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// Where the gateway is and how to talk to it; shared by every call of one client.
@@ -68,8 +68,9 @@ pub struct ClientConfig {
 }
 
 impl ClientConfig {
-    /// A config with SPEC §6's defaults. Trailing `/`s of the origin are dropped, and an empty
-    /// token counts as none, so an env var set to `""` is refused rather than sent.
+    /// A config with the defaults of docs/contract.md#tool-gateway-api. Trailing `/`s of the origin
+    /// are dropped, and an empty token counts as none, so an env var set to `""` is refused rather
+    /// than sent.
     pub fn new(base_url: impl Into<String>, token: Option<String>) -> Self {
         let mut base_url = base_url.into();
         let trimmed = base_url.trim_end_matches('/').len();
@@ -93,7 +94,7 @@ impl ClientConfig {
 
     /// The config the environment describes (`CONNECTOR_GATEWAY_URL`,
     /// `CONNECTOR_GATEWAY_TOKEN`), from values the runtime read: `None` when no URL is set,
-    /// which means "use the embedded simulated gateway" (SPEC §6.1).
+    /// which means "use the embedded simulated gateway" (docs/contract.md#simulated-tool-gateway).
     pub fn from_env_values(url: Option<String>, token: Option<String>) -> Option<Self> {
         let url = url.filter(|u| !u.trim().is_empty())?;
         Some(ClientConfig::new(url.trim(), token))

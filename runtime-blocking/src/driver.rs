@@ -18,8 +18,8 @@ use std::time::Instant;
 ///
 /// The result comes back typed, as the core froze it: the host serializes it as it needs
 /// ([`ToolResult::to_json`] for text, [`ToolResult::to_value`] for a value), after it has
-/// it. Built as a `serde_json::Value` here, it cost a caller woken from a long sleep about
-/// as much as the wake-up itself (a map and a string per key, in memory gone cold).
+/// it: a `serde_json::Value` built here, a map and a string per key, would cost a caller woken
+/// from a long sleep about as much again as the wake-up, in memory gone cold.
 pub fn manage_connections(
     args: &Value,
     context: &ToolContext<dyn BlockingToolGateway>,

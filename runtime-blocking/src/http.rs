@@ -1,4 +1,4 @@
-//! The blocking HTTP client of the tool gateway (SPEC §6).
+//! The blocking HTTP client of the tool gateway (docs/contract.md#tool-gateway-api).
 //!
 //! Every rule of the API lives in [`connop_core::wire`]; this client only moves the bytes of
 //! each request the exchange yields with isahc and feeds the answer back. The isahc helpers
@@ -40,7 +40,7 @@ pub enum HttpError {
 }
 
 /// The client config the environment names, or `None` when `CONNECTOR_GATEWAY_URL` is unset
-/// (the host then runs the embedded simulated gateway, SPEC §6.1).
+/// (the host then runs the embedded simulated gateway, docs/contract.md#simulated-tool-gateway).
 pub fn env_config() -> Option<ClientConfig> {
     ClientConfig::from_env_values(std::env::var(URL_VAR).ok(), std::env::var(TOKEN_VAR).ok())
 }

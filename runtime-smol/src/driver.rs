@@ -23,8 +23,8 @@ pub async fn run_to_end(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>) -> T
 thread_local! {
     /// The answers and calls a driver's poll passes around, shared by every operation the
     /// thread drives: a poll starts them empty and leaves them empty unless its operation
-    /// finished, so one pair, warm in the cache, serves them all (a pair per operation would be two more lines a parked
-    /// operation's tick finds cold).
+    /// finished, so one pair, warm in the cache, serves them all; a pair per operation would be
+    /// two more cache lines for a parked operation's tick to load from cold memory.
     static SCRATCH: RefCell<(Vec<CallAnswer>, Vec<DriverCall>)> =
         const { RefCell::new((Vec::new(), Vec::new())) };
 }
@@ -131,8 +131,8 @@ fn start_calls(
 ///
 /// The result comes back typed, as the core froze it: the host serializes it as it needs
 /// ([`ToolResult::to_json`] for text, [`ToolResult::to_value`] for a value), after it has
-/// it. Built as a `serde_json::Value` here, on an executor just woken, it cost about as much
-/// as the wake-up itself (a map and a string per key, in memory gone cold).
+/// it: a `serde_json::Value` built here, a map and a string per key, would cost an executor
+/// just woken about as much again as the wake-up, in memory gone cold.
 pub async fn manage_connections(
     args: &Value,
     context: &ToolContext<dyn AsyncToolGateway>,

@@ -1,4 +1,4 @@
-//! The async HTTP client of the tool gateway (SPEC §6).
+//! The async HTTP client of the tool gateway (docs/contract.md#tool-gateway-api).
 //!
 //! The same [`connop_core::wire`] exchange as the blocking client, with the bytes moved by
 //! isahc's async API: a request runs on isahc's own agent thread, so awaiting it never blocks

@@ -1,7 +1,8 @@
 //! Faults through the simulated tool gateway over real HTTP, on both runtimes: 500s, 429s
 //! with Retry-After, answers slower than the read timeout, malformed bodies, a refused
 //! connection. Every operation still settles by its deadline plus one tick, a failed mint
-//! returns SPEC §5.4's error text, and the gateway's request log shows what was sent.
+//! returns the error text of docs/contract.md#prepare, and the gateway's request log shows what was
+//! sent.
 
 use connop_app::sim_gateway::SimRequest;
 use connop_blocking::{SharedRegistry, ToolContext};

@@ -1,7 +1,8 @@
 //! What both HTTP clients of the tool gateway (blocking and async) must do, each test run on
-//! both (SPEC §6): the routes with their token and content type, pagination, the error
-//! mapping, the one retry of a read (not of an account read that timed out) and never of the mint, the token check before sending,
-//! timeouts, a refused connection, a connection dropped under a mint, and a bounded answer.
+//! both (docs/contract.md#tool-gateway-api): the routes with their token and content type,
+//! pagination, the error mapping, the one retry of a read (not of an account read that timed
+//! out) and never of the mint, the token check before sending, timeouts, a refused
+//! connection, a connection dropped under a mint, and a bounded answer.
 
 use connop_app::sim_gateway::{SimOptions, SimToolGateway};
 use connop_blocking::http::{HttpToolGateway, MAX_BODY};

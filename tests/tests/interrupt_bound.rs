@@ -1,5 +1,5 @@
-//! SPEC §5.7 on the wall clock: an interrupt settles at once, on both runtimes with the
-//! system clock — no waiting for a tick or for a read in flight. Wall-clock tests allow at
+//! docs/contract.md#interrupt on the wall clock: an interrupt settles at once, on both runtimes
+//! with the system clock — no waiting for a tick or for a read in flight. Wall-clock tests allow at
 //! most 50 ms from the trigger to the tool call's return (the benchmarks measure the real
 //! figure, in microseconds).
 

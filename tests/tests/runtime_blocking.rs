@@ -497,9 +497,9 @@ fn on_the_virtual_clock_a_ticks_reads_also_wake_the_driver_when_the_last_is_back
 
 #[test]
 fn a_rows_stalled_read_on_the_call_pool_never_delays_another_rows_reads() {
-    // SPEC §12.1: each live row follows its own tick. From its second read on, gmail's read
-    // hangs (its vendor is stuck) until notion is seen connected; notion's account is active
-    // from its third read on. A tick starts both rows' reads in one burst from the driver's
+    // docs/contract.md#return-hints: each live row follows its own tick. From its second read on,
+    // gmail's read hangs (its vendor is stuck) until notion is seen connected; notion's account is
+    // active from its third read on. A tick starts both rows' reads in one burst from the driver's
     // thread: notion's must not queue behind gmail's on the call pool, so notion connects
     // while gmail's read is still out.
     use connop_core::contract::TargetState;

@@ -1,5 +1,6 @@
-//! The randomized simulation: seeded scenarios checked against every invariant of SPEC §10
-//! after every step. A failing seed prints the one-line command that replays it.
+//! The randomized simulation: seeded scenarios checked against every invariant of
+//! docs/contract.md#invariants after every step. A failing seed prints the one-line command that
+//! replays it.
 //!
 //! `SIM_SEEDS=N` runs more seeds (default 10,000); `SIM_SEED=S` with `replay_one_seed`
 //! replays one seed and prints its effect log.

@@ -1,6 +1,6 @@
-//! What an embedding host needs from the flow beyond a tool call (SPEC §11, §12.7): an
-//! operation it opens itself (or makes before any registry), why each call is made, and its own
-//! desktop app's name.
+//! What an embedding host needs from the flow beyond a tool call (docs/contract.md#host-seams and
+//! #prepare): an operation it opens itself (or makes before any registry), why each
+//! call is made, and its own desktop app's name.
 
 use super::{CallPurpose, Effect, Event, Flow, FlowConfig, Surface};
 use crate::contract::{Actor, SettleReason, TargetAction, TargetState};

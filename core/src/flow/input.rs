@@ -27,11 +27,11 @@ pub enum Input {
     },
     /// A timer fired (an early wake-up does nothing before its time).
     Timeout,
-    /// The card's answer (`connection.respond`, SPEC §5.6).
+    /// The card's answer (`connection.respond`, docs/contract.md#card-answers).
     CardAnswer(CardAnswer),
     /// The user pressed Continue.
     Continue,
-    /// The turn was interrupted (SPEC §5.7).
+    /// The turn was interrupted (docs/contract.md#interrupt).
     Interrupt,
     /// The operation handle's `settle`.
     Settle(SettleReason),
@@ -57,8 +57,8 @@ pub enum Input {
         /// Who refreshes it.
         actor: Actor,
     },
-    /// The browser came back from the vendor (SPEC §12.1): read the named live row (every
-    /// live row when `None`) at once.
+    /// The browser came back from the vendor (docs/contract.md#return-hints): read the named live
+    /// row (every live row when `None`) at once.
     ReturnHint {
         /// The target the return names, if any.
         target: Option<Text>,

@@ -1,4 +1,5 @@
-//! The managed flow of SPEC §5: one `manage_connections` tool call as a sans-IO state machine.
+//! The managed flow of docs/contract.md#tool: one `manage_connections` tool call as a sans-IO state
+//! machine.
 //!
 //! Every input is an [`Input`] fed with [`Flow::handle_input`] at `now` (the typed
 //! `handle_*(…, now)` methods are the same inputs by name). Effects go out through
@@ -47,7 +48,7 @@ pub use input::{Handled, Input};
 pub use wake::{Wake, WakeReason};
 pub use watch::{MAX_READ_TIMEOUT, MIN_READ_TIMEOUT};
 
-/// The default watcher tick (SPEC §5.5).
+/// The default watcher tick (docs/contract.md#watcher).
 pub const DEFAULT_TICK: Duration = Duration::from_secs(1);
 
 /// The shortest watcher tick a host runs: a shorter one (0 included) would read each account
@@ -81,7 +82,8 @@ impl Default for OperationOptions {
     }
 }
 
-/// The surface the host's session runs on. It decides card or links (SPEC §5.3).
+/// The surface the host's session runs on. It decides card or links
+/// (docs/contract.md#card-or-links).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Surface {
     /// No surface named: a card if there is a callback.
@@ -174,8 +176,8 @@ pub struct FlowConfig {
     /// surface, nothing elsewhere.
     pub return_to: Option<Text>,
     /// The desktop app's own name, the mint's `returnTo` on the desktop surface when no
-    /// `return_to` is given: a hosted gateway knows its apps by name (SPEC §12.7), so a host
-    /// embedding connop names its own (default `connop-desktop`).
+    /// `return_to` is given: a hosted gateway knows its apps by name (docs/contract.md#prepare), so
+    /// a host embedding connop names its own (default `connop-desktop`).
     pub desktop_return_to: Text,
     /// Whose words the tool speaks and which argument forms it takes.
     pub dialect: Dialect,
@@ -289,13 +291,14 @@ enum Stage {
 pub enum CallPurpose {
     /// The status action's list read.
     StatusList,
-    /// Reconnect's repair read (SPEC §5.4).
+    /// Reconnect's repair read (docs/contract.md#prepare).
     RepairList,
     /// The one mint.
     Mint,
-    /// The misroute check's list read: which names the hosted gateway offers (SPEC §5.4).
+    /// The misroute check's list read: which names the hosted gateway offers
+    /// (docs/contract.md#prepare).
     MisrouteList,
-    /// The watcher's list fallback (SPEC §5.5).
+    /// The watcher's list fallback (docs/contract.md#watcher).
     WatchList,
     /// An account read.
     AccountRead,
@@ -479,12 +482,12 @@ impl Flow {
         op_id
     }
 
-    /// Opens an operation the host drives itself (the seeds open one directly, SPEC §11): it
-    /// registers like a card-path operation — refused with the tool's error when the session
-    /// already has one — and then holds. No mint, no card, no watcher: only the host's inputs
-    /// (transition, refresh, card answers, settle, interrupt) move it, and its deadline when
-    /// the host feeds timeouts. It settles `all_resolved` once every target resolved, like a
-    /// watched operation.
+    /// Opens an operation the host drives itself (the seeds open one directly,
+    /// docs/contract.md#host-seams): it registers like a card-path operation — refused with the
+    /// tool's error when the session already has one — and then holds. No mint, no card, no
+    /// watcher: only the host's inputs (transition, refresh, card answers, settle, interrupt) move
+    /// it, and its deadline when the host feeds timeouts. It settles `all_resolved` once every
+    /// target resolved, like a watched operation.
     #[must_use = "a flow does nothing until its effects are drained"]
     pub fn open(
         targets: Vec<Target>,
@@ -761,7 +764,7 @@ impl Flow {
         }
     }
 
-    /// [`Input::CardAnswer`]: the card's answer (SPEC §5.6). Any status but
+    /// [`Input::CardAnswer`]: the card's answer (docs/contract.md#card-answers). Any status but
     /// `skipped`/`approved` refuses the whole answer and moves nothing.
     pub fn handle_card_answer(
         &mut self,
@@ -1009,7 +1012,8 @@ impl Flow {
         self.op.as_ref()
     }
 
-    /// The operation view (SPEC §3.2): live rows while open, the frozen snapshot once settled.
+    /// The operation view (docs/contract.md#operation-view): live rows while open, the frozen
+    /// snapshot once settled.
     #[must_use]
     pub fn view(&self) -> Option<OperationView> {
         self.op.as_ref().map(OperationView::of)

@@ -1,5 +1,5 @@
-//! Prepare (SPEC §5.4): the repair read, the one mint, the misroute check, and the end of
-//! prepare (settle, card, or links).
+//! Prepare (docs/contract.md#prepare): the repair read, the one mint, the misroute check, and the
+//! end of prepare (settle, card, or links).
 
 use super::{Effect, Event, Flow, Path, Purpose, Stage, Surface};
 use crate::contract::{Actor, SettleReason, TargetAction, TargetState};

@@ -1,6 +1,6 @@
-//! The watcher's clock (SPEC §5.5, §12.1): each live row on its own tick, the list fallback
-//! for rows without a connection id, the 429 back-off, the re-read at once after a change.
-//! What the flow does when a read is due is `watching`.
+//! The watcher's clock (docs/contract.md#watcher and #return-hints): each live row on its own tick,
+//! the list fallback for rows without a connection id, the 429 back-off, the re-read at once after
+//! a change. What the flow does when a read is due is `watching`.
 
 use super::wake::{Wake, WakeReason};
 use crate::time::Timestamp;

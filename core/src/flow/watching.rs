@@ -1,6 +1,6 @@
-//! The flow's side of the watcher (SPEC §5.5, §12.1): which reads start and when, what an
-//! account read or a list read moves, the 429 back-off, and return hints. The [`Watcher`]
-//! keeps each row's tick; this is what the flow does with it.
+//! The flow's side of the watcher (docs/contract.md#watcher and #return-hints): which reads start
+//! and when, what an account read or a list read moves, the 429 back-off, and return hints. The
+//! [`Watcher`] keeps each row's tick; this is what the flow does with it.
 
 use super::watch::{Slot, read_timeout};
 use super::{Flow, Purpose, Stage};

@@ -29,7 +29,7 @@ pub enum Method {
     OperationStatus,
     /// `connection.respond`
     ConnectionRespond,
-    /// `connection.returned`: the browser came back (a return hint, SPEC §12.1).
+    /// `connection.returned`: the browser came back (a return hint, docs/contract.md#return-hints).
     ConnectionReturned,
 }
 

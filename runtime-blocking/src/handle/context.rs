@@ -1,4 +1,5 @@
-//! What a host tells a tool call (SPEC §11), and the one way both runtimes start it.
+//! What a host tells a tool call (docs/contract.md#host-seams), and the one way both runtimes start
+//! it.
 
 use super::interrupt::Interrupt;
 use super::op::{CallStarter, EventSink, OpEnv, OpHandle};
@@ -12,8 +13,8 @@ use connop_core::tool_gateway::DESKTOP_RETURN_TO;
 use serde_json::Value;
 use std::sync::Arc;
 
-/// What the host tells a tool call (SPEC §11): where it registers, which surface the session
-/// has, where events go, which tool gateway to use, the operation's options and clock.
+/// What the host tells a tool call (docs/contract.md#host-seams): where it registers, which surface
+/// the session has, where events go, which tool gateway to use, the operation's options and clock.
 /// Generic over the gateway so both runtimes share it.
 pub struct ToolContext<G: ?Sized> {
     /// The process's registry.
@@ -32,12 +33,12 @@ pub struct ToolContext<G: ?Sized> {
     pub options: OperationOptions,
     /// The agent's tool call id.
     pub tool_call_id: Option<Text>,
-    /// Where the vendor sends the browser back (the mint's `returnTo`, SPEC §12.1); `None`:
-    /// [`desktop_return_to`](Self::desktop_return_to) on the desktop surface, nothing
-    /// elsewhere.
+    /// Where the vendor sends the browser back (the mint's `returnTo`,
+    /// docs/contract.md#return-hints); `None`: [`desktop_return_to`](Self::desktop_return_to) on
+    /// the desktop surface, nothing elsewhere.
     pub return_to: Option<Text>,
     /// The desktop app's own name, sent as `returnTo` on the desktop surface (default
-    /// `connop-desktop`; an embedding names its own host app, SPEC §12.7).
+    /// `connop-desktop`; an embedding names its own host app, docs/contract.md#prepare).
     pub desktop_return_to: Text,
     /// The turn's interrupt handle.
     pub interrupt: Option<Interrupt>,
@@ -127,13 +128,13 @@ impl<G: ?Sized> ToolContext<G> {
 pub struct AlreadyOpen {
     /// The open operation's id, when it is still open.
     pub open: Option<OpId>,
-    /// The tool's refusal text (SPEC §4).
+    /// The tool's refusal text (docs/contract.md#registry).
     pub message: String,
 }
 
 impl<G: ?Sized> ToolContext<G> {
-    /// Opens an operation the host moves itself (SPEC §11's seam; the core's
-    /// [`Flow::open`]): registered under the session key before this returns, refused when
+    /// Opens an operation the host moves itself (the seam of docs/contract.md#host-seams; the
+    /// core's [`Flow::open`]): registered under the session key before this returns, refused when
     /// the session has one open. It makes no gateway call and runs no watcher; the host
     /// moves it through the handle (its deadline fires only if the host steps it). Its
     /// events go to the context's sink.

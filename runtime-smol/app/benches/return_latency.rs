@@ -1,5 +1,5 @@
-//! Return hints through the real binary (SPEC §12.1): how long after a person's consent
-//! decision the operation knows, at the default 1 s tick.
+//! Return hints through the real binary (docs/contract.md#return-hints): how long after a person's
+//! consent decision the operation knows, at the default 1 s tick.
 //!
 //! - **desktop**: `connop gateway` on stdio; a JSON-RPC client plays the desktop app: when
 //!   the vendor's decision is made it calls `connection.returned` (as the app does when its
@@ -67,10 +67,10 @@ fn main() {
 
 // ---- the person's decision ------------------------------------------------------------------
 
-/// The person approves at the vendor. With the consent form (SPEC §12.2) the page's one-time
-/// nonce is POSTed with `decision=approve`; with the older simulated gateway, opening the
-/// link approves. Returns when the deciding request started and where the gateway sends the
-/// browser back (a 303's `Location`), if it does. Every approval goes through here, so the
+/// The person approves at the vendor. With the consent form (docs/contract.md#consent-page) the
+/// page's one-time nonce is POSTed with `decision=approve`; with the older simulated gateway,
+/// opening the link approves. Returns when the deciding request started and where the gateway sends
+/// the browser back (a 303's `Location`), if it does. Every approval goes through here, so the
 /// benchmark follows whichever consent page the gateway serves.
 fn approve(link: &str) -> (Instant, Option<String>) {
     let client = isahc::HttpClient::builder()

@@ -1,6 +1,6 @@
-//! Soak test of the release `connop gateway` binary (SPEC §12.4): long uptime under the load
-//! a month next to other users' processes brings, with RSS and open file descriptors sampled
-//! each minute.
+//! Soak test of the release `connop gateway` binary (docs/operating.md#limits): long uptime under
+//! the load a month next to other users' processes brings, with RSS and open file descriptors
+//! sampled each minute.
 //!
 //! `cargo run --release -p connop-app --example soak -- [SECS]` (default 600). It builds the
 //! release binary if needed, starts `connop gateway --listen unix:… --http 127.0.0.1:0

@@ -1,4 +1,4 @@
-//! Leases: which live process holds a session (SPEC §9.3).
+//! Leases: which live process holds a session (docs/http-api.md#leases).
 //!
 //! The registry is `CONNOP_HOME/runtime/active_sessions.json`, read and rewritten only while an
 //! exclusive lock on `runtime/active_sessions.lock` is held, and replaced atomically (temp file
@@ -80,7 +80,7 @@ pub enum Refusal {
 }
 
 impl Refusal {
-    /// The machine-readable reason code of SPEC §9.3.
+    /// The machine-readable reason code of docs/http-api.md#leases.
     pub fn reason(&self) -> &'static str {
         match self {
             Refusal::SessionNotOwned { .. } => "SESSION_NOT_OWNED",
@@ -114,8 +114,8 @@ fn unavailable(path: &Path, detail: impl std::fmt::Display) -> Refusal {
     }
 }
 
-/// One registry entry, with the JSON keys of SPEC §9.3. (The crate has no `serde` dependency,
-/// so [`LeaseEntry::to_json`] and [`LeaseEntry::from_json`] do the conversion.)
+/// One registry entry, with the JSON keys of docs/http-api.md#leases. (The crate has no `serde`
+/// dependency, so [`LeaseEntry::to_json`] and [`LeaseEntry::from_json`] do the conversion.)
 #[derive(Debug, Clone, PartialEq)]
 pub struct LeaseEntry {
     /// Random hex id of this lease.

@@ -1,10 +1,12 @@
 //! The `connop` application (feature `app`), behind `src/bin/connop.rs`:
 //!
-//! - servers: [`rpc`], the JSON-RPC server of SPEC §7 and its transports; [`api`], the HTTP
-//!   API of runs and sessions (SPEC §9) with its store and turn executors; [`sim_gateway`],
-//!   the simulated tool gateway (SPEC §6.1);
-//! - state: [`store`], sessions and runs in SQLite or PostgreSQL (SPEC §9, §12.6);
-//!   [`lease`], which live process holds a session (SPEC §9.3);
+//! - servers: [`rpc`], the JSON-RPC server of docs/protocol.md#overview and its transports;
+//!   [`api`], the HTTP API of runs and sessions (docs/http-api.md#overview) with its store and turn
+//!   executors; [`sim_gateway`], the simulated tool gateway
+//!   (docs/contract.md#simulated-tool-gateway);
+//! - state: [`store`], sessions and runs in SQLite or PostgreSQL (docs/http-api.md#overview and
+//!   docs/operating.md#postgresql); [`lease`], which live process holds a session
+//!   (docs/http-api.md#leases);
 //! - [`cli`]: one module per subcommand (`gateway`, `connect` with its terminal card,
 //!   `sim-gateway`, `peer dm`, `lease`), and [`error`], the errors they end with, split by
 //!   blame; [`escape`], how remote text is shown on a terminal.

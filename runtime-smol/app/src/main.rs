@@ -406,9 +406,9 @@ fn run(cli: Cli) -> Result<u8, AppError> {
     }
 }
 
-/// The command's exit status (0 on success; `connect` has its own, SPEC §12.3); on an
-/// error, `connop: <why>` on stderr and the error's exit code (2 for a usage error, as for a
-/// flag the parser refuses; 1 otherwise).
+/// The command's exit status (0 on success; `connect` has its own,
+/// docs/operating.md#connop-connect); on an error, `connop: <why>` on stderr and the error's exit
+/// code (2 for a usage error, as for a flag the parser refuses; 1 otherwise).
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // A person at a terminal reads the card, or the list, on stderr and stdout: there, only

@@ -1,6 +1,6 @@
 //! `CONNOP_HOME` holds chat text, leases and sockets: its folders are created 0700 and its
-//! files 0600, whatever the umask (SPEC §12.4). Every folder or file the application makes
-//! there goes through these two functions.
+//! files 0600, whatever the umask (docs/operating.md#files). Every folder or file the application
+//! makes there goes through these two functions.
 
 use std::fs::{File, OpenOptions, Permissions};
 use std::io;

@@ -1,6 +1,6 @@
 //! The documentation, checked: every runnable example of `docs/*.md` and `README.md` runs
-//! against the real binary and must print what the document shows, and every relative link
-//! must lead somewhere.
+//! against the real binary and must print what the document shows, every relative link must
+//! lead somewhere, and so must every pointer into `docs/` from the sources.
 //!
 //! **Runnable examples.** A fenced block tagged `sh` directly followed (blank lines aside) by
 //! a block tagged `text` is an example: the first is run with `sh` and its output (stdout
@@ -14,7 +14,11 @@
 //!
 //! **Links.** Every link of a document that is not a URL names a file or folder of the
 //! repository, and an anchor names a heading of the document it points into (GitHub's
-//! anchors); so does every anchor of `docs/.spec-map.tsv`.
+//! anchors).
+//!
+//! **Citations.** The repository's own sources (code, scripts, docs) cite nothing outside it:
+//! every `docs/<name>.md#<anchor>` they name exists, and no section of a document the
+//! repository does not hold is cited.
 //!
 //! The examples need the `curl` binary (`apt-get install -y curl`).
 
@@ -547,21 +551,151 @@ fn every_relative_link_of_the_documents_leads_somewhere() {
             }
         }
     }
-    let map = Path::new("docs/.spec-map.tsv");
-    for (i, row) in read(map).lines().enumerate() {
-        let Some((_, target)) = row.split_once('\t') else {
-            continue;
-        };
-        checked += 1;
-        // The map's targets are named from the root.
-        if let Some(why) = broken(Path::new("README.md"), target) {
-            failures.push(format!("{}:{}: ({target}): {why}", map.display(), i + 1));
-        }
-    }
     assert!(checked > 0, "the documents hold links");
     assert!(
         failures.is_empty(),
         "{} of {checked} links lead nowhere:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// Folders of the repository whose files are not its own words: build output, fuzz corpora,
+/// and the original system's files kept for comparison.
+const NOT_OURS: [&str; 7] = [
+    ".git",
+    "target",
+    "fuzz/corpus",
+    "runtime-blocking/python/upstream",
+    "runtime-blocking/python/seed",
+    "runtime-blocking/python/fuzz/corpus",
+    "runtime-blocking/python/target",
+];
+
+/// The repository's own source and documentation files, as paths from the root: `*.rs`,
+/// `*.py`, `*.pyi`, `*.md`, `*.toml`, and every file of `scripts/` and `.ci/`.
+fn sources() -> Vec<PathBuf> {
+    fn walk(root: &Path, dir: &Path, found: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
+            return;
+        };
+        for entry in entries.filter_map(Result::ok) {
+            let path = dir.join(entry.file_name());
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                let skipped = NOT_OURS.iter().any(|not| path == Path::new(not))
+                    || matches!(
+                        name.as_str(),
+                        "target" | ".venv" | "__pycache__" | "node_modules"
+                    );
+                if !skipped {
+                    walk(root, &path, found);
+                }
+            } else if kind.is_file() {
+                let script = path.starts_with("scripts") || path.starts_with(".ci");
+                let ext = path.extension().map(|e| e.to_string_lossy().into_owned());
+                if script || matches!(ext.as_deref(), Some("rs" | "py" | "pyi" | "md" | "toml")) {
+                    found.push(path);
+                }
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(&root(), Path::new(""), &mut found);
+    found.sort();
+    found
+}
+
+/// The citations in `line` of a document outside the repository: its file name, or a
+/// section sign before a number, with or without its name (how its sections are cited).
+fn outside_citations(line: &str) -> Vec<String> {
+    let name = concat!("SP", "EC");
+    let sign = '\u{a7}';
+    let mut found: Vec<String> = line
+        .matches(&format!("{name}.md"))
+        .map(str::to_owned)
+        .collect();
+    let mut rest = line;
+    while let Some(at) = rest.find(sign) {
+        let named = rest[..at].ends_with(&format!("{name} "));
+        rest = &rest[at + sign.len_utf8()..];
+        let number: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.')
+            .collect();
+        if named {
+            found.push(format!("{name} {sign}{number}"));
+        } else if number.starts_with(|c: char| c.is_ascii_digit()) {
+            found.push(format!("{sign}{number}"));
+        }
+    }
+    found
+}
+
+/// The pointers `docs/<name>.md` and `docs/<name>.md#<anchor>` of `line`.
+fn doc_pointers(line: &str) -> Vec<String> {
+    let is_name = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+    let is_anchor = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-');
+    let mut found = Vec::new();
+    let mut rest = line;
+    while let Some(at) = rest.find("docs/") {
+        // `<folder>/docs/…` is some other folder's; a pointer starts at the root.
+        let inside = rest[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| is_anchor(c) || c == '/');
+        let after = &rest[at + "docs/".len()..];
+        rest = after;
+        let name = &after[..after.find(|c| !is_name(c)).unwrap_or(after.len())];
+        let name = name.trim_end_matches('.');
+        if inside || !name.ends_with(".md") {
+            continue;
+        }
+        let mut pointer = format!("docs/{name}");
+        if let Some(anchor) = after[name.len()..].strip_prefix('#') {
+            let anchor = &anchor[..anchor.find(|c| !is_anchor(c)).unwrap_or(anchor.len())];
+            pointer = format!("{pointer}#{anchor}");
+        }
+        found.push(pointer);
+    }
+    found
+}
+
+#[test]
+fn the_sources_cite_only_the_repository() {
+    let mut failures = Vec::new();
+    let mut pointers = 0;
+    let sources = sources();
+    assert!(
+        sources.iter().any(|p| p.ends_with("core/src/lib.rs")),
+        "the walk finds the sources"
+    );
+    for source in &sources {
+        let Ok(text) = std::fs::read_to_string(root().join(source)) else {
+            continue;
+        };
+        for (i, line) in text.lines().enumerate() {
+            let place = format!("{}:{}", source.display(), i + 1);
+            for citation in outside_citations(line) {
+                failures.push(format!(
+                    "{place}: cites {citation}, which is not in the repository"
+                ));
+            }
+            for pointer in doc_pointers(line) {
+                pointers += 1;
+                if let Some(why) = broken(Path::new("README.md"), &pointer) {
+                    failures.push(format!("{place}: ({pointer}): {why}"));
+                }
+            }
+        }
+    }
+    assert!(pointers > 0, "the sources point into docs/");
+    assert!(
+        failures.is_empty(),
+        "{} citations lead outside the repository or nowhere:\n{}",
         failures.len(),
         failures.join("\n")
     );
@@ -594,7 +728,7 @@ fn the_pattern_of_an_expected_output_matches_as_documented() {
 #[test]
 fn anchors_are_the_ones_github_makes() {
     assert_eq!(anchor_of("`connop connect`"), "connop-connect");
-    assert_eq!(anchor_of("Limits (SPEC §12.4)"), "limits-spec-124");
+    assert_eq!(anchor_of("Limits (of 12.4)"), "limits-of-124");
     assert_eq!(anchor_of("POST /v1/runs/{id}/stop"), "post-v1runsidstop");
     assert_eq!(anchor_of("Idempotency-Key"), "idempotency-key");
     let set = anchors("# A\n## B\n## B\ntext # not\n#nospace\n");

@@ -1,10 +1,10 @@
-//! A person in a real browser (SPEC §12.2, §12.3): headless Chromium, driven over WebDriver,
-//! opens the links `connop connect gmail notion` prints on a pseudo-terminal, approves one and
-//! denies the other on the consent page, and the card follows; re-opening a decided link
-//! changes nothing. And a page of another origin, open in the same browser, posts to the HTTP
-//! API and to a consent link and changes nothing. Runs with `CONNOP_BROWSER_TESTS=1` and the
-//! distribution's `chromium` and `chromium-driver` packages; otherwise it is reported ignored,
-//! with the reason.
+//! A person in a real browser (docs/contract.md#consent-page and docs/operating.md#connop-connect):
+//! headless Chromium, driven over WebDriver, opens the links `connop connect gmail notion` prints
+//! on a pseudo-terminal, approves one and denies the other on the consent page, and the card
+//! follows; re-opening a decided link changes nothing. And a page of another origin, open in the
+//! same browser, posts to the HTTP API and to a consent link and changes nothing. Runs with
+//! `CONNOP_BROWSER_TESTS=1` and the distribution's `chromium` and `chromium-driver` packages;
+//! otherwise it is reported ignored, with the reason.
 
 mod support;
 

@@ -1,7 +1,7 @@
-//! `connop connect` and `connop connectors` for a person (SPEC §12.3), through the real
-//! binary off a terminal: every exit status, the up-front connector check, one-line errors on
-//! stderr that name what to fix, and the summary (or the model result with `--json`) on
-//! stdout. The keyboard's exit statuses are in `e2e_connect.rs` (pseudo-terminal).
+//! `connop connect` and `connop connectors` for a person (docs/operating.md#connop-connect),
+//! through the real binary off a terminal: every exit status, the up-front connector check,
+//! one-line errors on stderr that name what to fix, and the summary (or the model result with
+//! `--json`) on stdout. The keyboard's exit statuses are in `e2e_connect.rs` (pseudo-terminal).
 
 mod support;
 

@@ -1,8 +1,8 @@
 //! Fault injection against the real `connop gateway` binary and the simulated tool gateway
-//! (SPEC §6.1, here in the test process on loopback): the binary reaches it through
-//! `CONNECTOR_GATEWAY_URL`, the tests drive it only through its HTTP controls (`/sim/faults`,
-//! `/sim/log`, `/sim/reset`) and read the binary's memory from `/proc`. Short deadlines and
-//! ticks (`--deadline`, `--tick`) keep the whole file to a few seconds per test.
+//! (docs/contract.md#simulated-tool-gateway, here in the test process on loopback): the binary
+//! reaches it through `CONNECTOR_GATEWAY_URL`, the tests drive it only through its HTTP controls
+//! (`/sim/faults`, `/sim/log`, `/sim/reset`) and read the binary's memory from `/proc`. Short
+//! deadlines and ticks (`--deadline`, `--tick`) keep the whole file to a few seconds per test.
 //!
 //! 1. **Stalls** — account reads that answer after their timeout, and a mint slower than the
 //!    deadline: each operation settles `deadline` no later than its deadline plus one tick,
@@ -12,7 +12,8 @@
 //!    failure: an account read is retried once (exactly two requests from a fresh binary, a
 //!    dropped retry moves nothing and writes no detail), a list dropped every time sees two to
 //!    four requests and ends in 5034, and the mint is sent exactly once even over warm
-//!    connections, ending in SPEC §5.4's error text with the registry entry closed.
+//!    connections, ending in the error text of docs/contract.md#prepare with the registry entry
+//!    closed.
 //! 3. **5xx storm** (500/503 on every route) — the watched operation settles by its deadline
 //!    plus one tick; reads stay within one per row per tick plus its one retry; meanwhile a
 //!    status RPC is answered in milliseconds, a list fails fast with 5034 and a mint fails
@@ -21,9 +22,9 @@
 //!    reads in 2.5 s instead of about a hundred; a 429 is not retried (list, mint); the
 //!    operation settles by its deadline plus one tick and status stays prompt.
 //! 5. **Garbage bodies** — non-JSON, truncated, wrong-shaped and out-of-set mint answers each
-//!    give SPEC §5.4's text around an invalid-response reason, after one mint; 48 MiB answers
-//!    are abandoned at the client's 4 MiB limit with the binary's peak RSS bounded; garbage
-//!    account and list answers move nothing or give 5034; the binary never panics.
+//!    give the text of docs/contract.md#prepare around an invalid-response reason, after one mint;
+//!    48 MiB answers are abandoned at the client's 4 MiB limit with the binary's peak RSS bounded;
+//!    garbage account and list answers move nothing or give 5034; the binary never panics.
 //! 6. **A client that disconnects mid-operation** — a half-closed client still gets the
 //!    settle frame (`interrupt`) and then its manage answer; a vanished one's operation is
 //!    closed at once (4004 to the key's next owner, who opens a new operation at once) and is
@@ -244,7 +245,7 @@ fn assert_deadline_settle(result: &Value, tick: f64) -> f64 {
     lag
 }
 
-/// The reason inside SPEC §5.4's error text.
+/// The reason inside the error text of docs/contract.md#prepare.
 fn failed_reason(result: &Value) -> String {
     let text = result["error"]
         .as_str()
@@ -651,8 +652,8 @@ fn a_429_storm_backs_off_by_retry_after_and_settles_by_the_deadline() {
 
 // ---- 5. garbage bodies ------------------------------------------------------------------------
 
-/// A connect in session `g` whose mint is answered 200 with `body`: SPEC §5.4's error text,
-/// one mint; returns the reason inside the text.
+/// A connect in session `g` whose mint is answered 200 with `body`: the error text of
+/// docs/contract.md#prepare, one mint; returns the reason inside the text.
 fn refused_mint<W: Write>(sim: &Sim, c: &mut Client<W>, body: String) -> String {
     let mints = count(&sim.log(), is_mint);
     sim.faults(json!([{"route": "mint", "status": 200, "body": body}]));
@@ -760,8 +761,9 @@ fn a_client_that_disconnects_mid_operation_interrupts_it_and_leaks_nothing() {
     let result = a.lines.answer(manage)["result"].clone();
     assert_eq!(result["settled_by"], "interrupt", "{result}");
     assert_eq!(states(&result), ["not_connected"]);
-    // SPEC §7: closing interrupts, then forgets the session, so its owner still gets the
-    // settle frame, written before the manage answer (every line before it is read by now).
+    // docs/protocol.md#sessions: closing interrupts, then forgets the session, so its owner still
+    // gets the settle frame, written before the manage answer (every line before it is read by
+    // now).
     let frames = a.lines.events("connection.update");
     let settle = frames
         .iter()

@@ -1,5 +1,5 @@
-//! SPEC §12.4 against the real binary: listeners that outlive accept errors, a client that
-//! never reads, notifications, unix sockets in use, non-loopback addresses, body caps,
+//! docs/operating.md#limits against the real binary: listeners that outlive accept errors, a client
+//! that never reads, notifications, unix sockets in use, non-loopback addresses, body caps,
 //! percent-decoded paths, agent process groups, the lease lock's wait, private files.
 //! Waits are channel receives, event streams and bounded polls of `/proc`; nothing sleeps to
 //! synchronize.

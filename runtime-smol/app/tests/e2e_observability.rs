@@ -1,7 +1,7 @@
-//! SPEC §12.5 against the real binary: logs on stderr (never stdout) with `RUST_LOG` and
-//! `--log-format`, an operation's life at `debug`, a refused token as a line naming the route
-//! and the status (rate-limited per operation, never the token itself), and `GET /metrics` in
-//! the Prometheus text format, read by a strict parser.
+//! docs/operating.md#logs and #metrics against the real binary: logs on stderr (never stdout) with
+//! `RUST_LOG` and `--log-format`, an operation's life at `debug`, a refused token as a line naming
+//! the route and the status (rate-limited per operation, never the token itself), and `GET
+//! /metrics` in the Prometheus text format, read by a strict parser.
 
 #[path = "support/prometheus.rs"]
 mod prometheus;

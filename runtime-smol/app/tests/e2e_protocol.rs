@@ -126,7 +126,7 @@ fn a_pending_manage_never_delays_a_status_or_respond_on_the_same_transport() {
 #[test]
 fn a_hundred_sessions_each_with_an_operation_all_settle() {
     // The tool gateway runs here, so the test can finish an account whose link a later
-    // session's mint superseded (SPEC §12.2: such a link decides nothing).
+    // session's mint superseded (docs/contract.md#consent-page: such a link decides nothing).
     let sim = SimToolGateway::start(SimOptions::default().token("t0ken")).unwrap();
     let mut gw = Gateway::start_against(&sim.url(), "t0ken", &["--tick", "0.05"]);
     let c = &mut gw.client;

@@ -1,8 +1,8 @@
-//! Three replicas of `connop gateway --http` on one PostgreSQL database, end to end (SPEC
-//! §12.6): every route answers on every replica, streams follow runs of other replicas, a stop
-//! reaches the replica that runs the turn, a killed replica's runs are interrupted once by a
-//! survivor, one `Idempotency-Key` starts one run whichever replicas receive it, and a
-//! thousand concurrent runs spread over the three all complete.
+//! Three replicas of `connop gateway --http` on one PostgreSQL database, end to end
+//! (docs/operating.md#postgresql): every route answers on every replica, streams follow runs of
+//! other replicas, a stop reaches the replica that runs the turn, a killed replica's runs are
+//! interrupted once by a survivor, one `Idempotency-Key` starts one run whichever replicas receive
+//! it, and a thousand concurrent runs spread over the three all complete.
 //!
 //! Reported ignored, with the reason, unless `CONNOP_TEST_DATABASE_URL` names a server.
 

@@ -1,6 +1,6 @@
-//! `connection.returned` through the real binary (SPEC §12.1): the desktop app's return deep
-//! link reads the row at once, long before the next tick, with `connection.respond`'s error
-//! order and an unknown target refused.
+//! `connection.returned` through the real binary (docs/contract.md#return-hints): the desktop app's
+//! return deep link reads the row at once, long before the next tick, with `connection.respond`'s
+//! error order and an unknown target refused.
 
 mod support;
 

@@ -1,8 +1,8 @@
 //! Runs, sessions and session chat over HTTP, end to end against the real binary (seed 003,
-//! SPEC §9.1–§9.2 and the store items of §12.4), one suite on both stores: every test runs as
-//! `sqlite::…` and as `postgres::…` (the latter ignored, with the reason, unless
-//! `CONNOP_TEST_DATABASE_URL` names a server). Waits are event streams and channel receives
-//! with generous bounds.
+//! docs/http-api.md#runs and #sessions, and the store items of docs/operating.md#files and
+//! #limits), one suite on both stores: every test runs as `sqlite::…` and as `postgres::…` (the
+//! latter ignored, with the reason, unless `CONNOP_TEST_DATABASE_URL` names a server). Waits are
+//! event streams and channel receives with generous bounds.
 
 mod support;
 
@@ -283,7 +283,8 @@ on_both_stores! {
         assert_eq!(bot_chats.len(), 1, "created once, then found: {listed}");
     }
 
-    /// Issue 12: finished runs stayed in memory (30 runs of 2 MB grew the gateway by 188 MB).
+    /// A finished run lives in the store, not in the gateway's memory: twelve more runs of 2 MB
+    /// each grow its resident size by less than 8 MiB.
     fn finished_runs_do_not_stay_in_memory(kind: StoreKind) {
         let place = Place::new(kind);
         let api = Api::start(&place, &["--agent-cmd", "head -c 2000000 /dev/zero | tr '\\0' a"]);
@@ -299,15 +300,16 @@ on_both_stores! {
             run(i);
         }
         let grown = proc_kib(api.pid(), "VmRSS").saturating_sub(before);
-        // 12 runs kept whole hold 72 MB (the output, its delta and its terminal event). A
-        // PostgreSQL connection's buffers keep the size of the largest message it carried:
-        // pooled as they were, the pool held 12–40 MB of them after these runs.
+        // 12 runs kept whole would hold 72 MB (the output, its delta and its terminal event). A
+        // PostgreSQL connection's buffers keep the size of the largest message it carried, so
+        // the pool closes a connection that moved many bytes (kept, they would hold 12–40 MB).
         assert!(grown < 8 * 1024, "the gateway grew by {grown} KiB over 12 runs of 2 MB");
         assert_eq!(api.run(&api.start_run(&json!({"input": "x"})))["session_id"].as_str().map(|s| s.starts_with("session_")), Some(true));
     }
 
-    /// Event streams whose clients never read held every event of the run two or three times
-    /// over (20 such streams of a 15 MB run took a gateway from 69 to 957 MiB).
+    /// An event stream whose client never reads holds one frame of the run at a time, not every
+    /// event of it two or three times over: twelve such streams of a 10 MB run grow the gateway
+    /// by less than 220 MiB.
     fn event_streams_nobody_reads_hold_one_frame_each(kind: StoreKind) {
         use std::io::{Read, Write};
         let place = Place::new(kind);
@@ -340,14 +342,16 @@ on_both_stores! {
             last = now;
         }
         let grown = last.saturating_sub(before);
-        // One 10 MB frame each (sliced, never copied whole into the connection) is 120 MB:
-        // 117–173 MB measured. The run's events held two or three times per stream: 264–311.
+        // One 10 MB frame each (sliced, never copied whole into the connection) is 120 MB, and
+        // 117–173 MB on this machine; the run's events held two or three times per stream would
+        // be 264–311 MB.
         assert!(grown < 220 * 1024, "12 streams nobody reads grew the gateway by {grown} KiB");
         drop(streams);
         assert_eq!(api.get("/health").0, 200, "the gateway still serves");
     }
 
-    /// Issue 12: after a restart, a replay gave only a bare last event.
+    /// After a restart, a replay gives every event of the run with all its fields, not only the
+    /// last one.
     fn a_replay_after_a_restart_gives_every_event_with_its_fields(kind: StoreKind) {
         let place = Place::new(kind);
         let api = Api::start(&place, &["--agent-cmd", "echo 'all of it'"]);
@@ -363,7 +367,8 @@ on_both_stores! {
         assert_eq!(again.run(&run_id), run);
     }
 
-    /// Issue 12: a retried request after a crash started a second run.
+    /// A request retried after a crash replays the run its key started instead of starting a
+    /// second one.
     fn an_idempotency_key_outlives_a_restart(kind: StoreKind) {
         let place = Place::new(kind);
         let api = Api::start(&place, &[]);
@@ -379,7 +384,7 @@ on_both_stores! {
         assert_eq!((status, refused["error"]["code"].as_str()), (409, Some("idempotency_key_conflict")));
     }
 
-    /// Issue 12: two concurrent requests with one key could both start runs.
+    /// Of concurrent requests with one key, exactly one starts a run.
     fn concurrent_requests_with_one_key_start_one_run(kind: StoreKind) {
         let place = Place::new(kind);
         let ran = place.home().join("ran");
@@ -414,7 +419,7 @@ on_both_stores! {
     }
 }
 
-/// Issue 12: a second gateway on the same SQLite store started silently.
+/// A second gateway on the same SQLite store is refused, naming the one that serves it.
 #[test]
 fn a_second_gateway_on_one_sqlite_store_is_refused_with_a_clear_error() {
     let place = Place::new(StoreKind::Sqlite);
@@ -435,7 +440,8 @@ fn a_second_gateway_on_one_sqlite_store_is_refused_with_a_clear_error() {
     assert_eq!(first.get("/health").0, 200, "the first one serves on");
 }
 
-/// Issue 12: `state.db` (all chat text) was 0644 under the usual umask.
+/// `state.db` holds all chat text: it and its files are the owner's alone (0600), whatever the
+/// umask.
 #[test]
 fn the_state_database_and_its_files_are_private_whatever_the_umask() {
     let place = Place::new(StoreKind::Sqlite);

@@ -1,5 +1,6 @@
-//! The lease registry of SPEC §9.3: acquire, release, list, pruning of dead owners, refusals,
-//! atomic writes, and exactly one winner among concurrent acquirers (threads and processes).
+//! The lease registry of docs/http-api.md#leases: acquire, release, list, pruning of dead owners,
+//! refusals, atomic writes, and exactly one winner among concurrent acquirers (threads and
+//! processes).
 //!
 //! Cross-process cases re-run this test binary as a child (`CONNOP_LEASE_CHILD` set, filtered to
 //! `lease_child`), or write registry entries for `sleep` children directly.

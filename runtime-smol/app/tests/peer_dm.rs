@@ -1,5 +1,5 @@
-//! `connop peer dm` (SPEC §9.4) against a canned peer: a queued answer is reported as
-//! delivered (never `(no reply)`), a completion prints its reply, the Bot Chat is found or
+//! `connop peer dm` (docs/http-api.md#peer-dm) against a canned peer: a queued answer is reported
+//! as delivered (never `(no reply)`), a completion prints its reply, the Bot Chat is found or
 //! created, and transport or HTTP failures come back as the peer's errors with the reason; a
 //! URL that cannot be used is the user's.
 

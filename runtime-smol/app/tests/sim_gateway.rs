@@ -1,4 +1,5 @@
-//! The simulated tool gateway (SPEC §6.1) over real HTTP, driven with isahc's blocking client.
+//! The simulated tool gateway (docs/contract.md#simulated-tool-gateway) over real HTTP, driven with
+//! isahc's blocking client.
 
 use connop_app::sim_gateway::{SimOptions, SimRequest, SimToolGateway};
 use connop_core::tool_gateway::SIMULATED_CATALOG;
@@ -302,8 +303,8 @@ fn consent_activates_and_deny_fails() {
     drop(sim);
 }
 
-/// SPEC §12.2: a GET only shows the page (who asks, the connector, the account, the scopes,
-/// two buttons); only a POST with the page's nonce decides, once.
+/// docs/contract.md#consent-page: a GET only shows the page (who asks, the connector, the account,
+/// the scopes, two buttons); only a POST with the page's nonce decides, once.
 #[test]
 fn the_consent_page_shows_and_only_its_form_decides() {
     let (_sim, client) = start();

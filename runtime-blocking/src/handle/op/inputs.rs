@@ -13,7 +13,8 @@ use connop_core::time::Timestamp;
 use connop_core::tool_gateway::{CallId, GatewayCall, GatewayError, GatewayReply};
 
 impl OpHandle {
-    /// A card answer (SPEC §5.6). Returns after the effects it caused were executed.
+    /// A card answer (docs/contract.md#card-answers). Returns after the effects it caused were
+    /// executed.
     pub fn respond(&self, answer: &CardAnswer) -> Result<CardReply, CallerError> {
         self.apply(|flow, now| flow.handle_card_answer(answer, now))
     }
@@ -100,9 +101,9 @@ impl OpHandle {
         self.apply(|flow, now| flow.handle_settle_if_all_resolved(now))
     }
 
-    /// The browser came back from the vendor (SPEC §12.1): reads the named live row (every
-    /// live row when `None`) at once, or right after the read it has out. Returns whether a
-    /// live row was there to read; an unknown name is refused. The driver wakes for the
+    /// The browser came back from the vendor (docs/contract.md#return-hints): reads the named live
+    /// row (every live row when `None`) at once, or right after the read it has out. Returns
+    /// whether a live row was there to read; an unknown name is refused. The driver wakes for the
     /// reads this starts, like for any other input.
     pub fn return_hint(&self, target: Option<&str>) -> Result<bool, CallerError> {
         self.apply(|flow, now| flow.handle_return_hint(target, now))

@@ -66,7 +66,8 @@ pub struct OpShared {
     pub(super) progress: Signal,
 }
 
-/// A cloneable, thread-safe handle on a running operation: the SPEC §11 operation handle.
+/// A cloneable, thread-safe handle on a running operation: the operation handle of
+/// docs/contract.md#host-seams.
 #[derive(Clone)]
 pub struct OpHandle(pub(crate) Arc<OpShared>);
 
@@ -111,8 +112,8 @@ impl OpHandle {
         self.0.op_id
     }
 
-    /// The operation view (SPEC §3.2): live rows while open, the frozen snapshot with links
-    /// once settled.
+    /// The operation view (docs/contract.md#operation-view): live rows while open, the frozen
+    /// snapshot with links once settled.
     pub fn view(&self) -> Option<OperationView> {
         self.lock().flow.view()
     }

@@ -1,5 +1,5 @@
-//! The HTTP API of SPEC §9 (`connop gateway --http ADDR`): runs with server-sent events,
-//! sessions and session chat. Every request passes the listener's guard first
+//! The HTTP API of docs/http-api.md#overview (`connop gateway --http ADDR`): runs with server-sent
+//! events, sessions and session chat. Every request passes the listener's guard first
 //! ([`crate::net::guard`]: its `Host`, and for a write its JSON body and `Origin`); every
 //! route but `/health` then requires `Authorization: Bearer K` when a key is set. Without a
 //! key the API answers only to its loopback names, whatever `--allow-host` says: any local

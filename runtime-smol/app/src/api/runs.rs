@@ -1,8 +1,8 @@
-//! Runs (SPEC §9.1, §12.4, §12.6): `POST /v1/runs` starts one (replayed for a repeated
-//! `Idempotency-Key`, also after a restart or on another replica), `GET /v1/runs/{id}` reads
-//! it, `POST /v1/runs/{id}/stop` stops it wherever its turn runs. A run's lifecycle is
-//! [`connop_core::run::Run`]'s; every change goes through the store, which decides it there
-//! and wakes the run's event streams.
+//! Runs (docs/http-api.md#runs, docs/operating.md#limits and #postgresql): `POST /v1/runs` starts
+//! one (replayed for a repeated `Idempotency-Key`, also after a restart or on another replica),
+//! `GET /v1/runs/{id}` reads it, `POST /v1/runs/{id}/stop` stops it wherever its turn runs. A run's
+//! lifecycle is [`connop_core::run::Run`]'s; every change goes through the store, which decides it
+//! there and wakes the run's event streams.
 
 use super::error::ApiError;
 use super::executor::{Turn, TurnOutcome};
@@ -129,7 +129,7 @@ impl Api {
         match self.store.start_run(&start).await? {
             Started::Taken(taken) => replay(taken, &text),
             Started::Run(history) => {
-                telemetry::run_started(&run); // logs and metrics (SPEC §12.5)
+                telemetry::run_started(&run); // logs and metrics (docs/operating.md#logs)
                 let turn = Turn {
                     session_id: run.session_id().to_owned(),
                     message: request.message.clone(),
@@ -240,8 +240,8 @@ impl Api {
         self.finished(&run_id, after).await;
     }
 
-    /// Logs and counts a run's end (SPEC §12.5), once per [`telemetry::run_started`]: as the
-    /// last change left it, or as the store holds it when that change did not apply (the
+    /// Logs and counts a run's end (docs/operating.md#logs), once per [`telemetry::run_started`]:
+    /// as the last change left it, or as the store holds it when that change did not apply (the
     /// run was already terminal, say interrupted by a shutdown).
     async fn finished(&self, run_id: &str, after: Option<Run>) {
         let run = match after {

@@ -137,10 +137,10 @@ impl Api {
         drop(lock(&streaming).take());
     }
 
-    /// Shutdown, in SPEC §9.1's order: every active run is marked `interrupted` and stored,
-    /// `run.interrupted` goes to every open event stream, then the turns are stopped (their
-    /// commands killed; the cancellation that follows changes nothing). Returns once the
-    /// event streams wrote their last event, or after `within`.
+    /// Shutdown, in the order of docs/http-api.md#shutdown-and-restarts: every active run is marked
+    /// `interrupted` and stored, `run.interrupted` goes to every open event stream, then the turns
+    /// are stopped (their commands killed; the cancellation that follows changes nothing). Returns
+    /// once the event streams wrote their last event, or after `within`.
     ///
     /// A store that does not answer holds no shutdown: the interrupts and the streams share
     /// `within`, and taking leave of it gets 100 ms. Runs whose interrupt was not stored are

@@ -1,4 +1,4 @@
-//! Sessions and session chat (SPEC §9.2): `GET`/`POST /api/sessions` and
+//! Sessions and session chat (docs/http-api.md#sessions): `GET`/`POST /api/sessions` and
 //! `POST /api/sessions/{id}/chat`, which runs one turn with the session's latest history
 //! (see [`HISTORY_MESSAGES`](crate::store::HISTORY_MESSAGES)).
 //!

@@ -1,4 +1,4 @@
-//! `connop lease hold` and `connop lease list` (SPEC §9.3), on the registry of
+//! `connop lease hold` and `connop lease list` (docs/http-api.md#leases), on the registry of
 //! [`crate::lease`].
 
 use super::{print_stdout, watch_signals};

@@ -1,5 +1,5 @@
-//! `connop peer dm` (SPEC §9.4): sends one message into a peer's Bot Chat and reports what
-//! the peer did with it.
+//! `connop peer dm` (docs/http-api.md#peer-dm): sends one message into a peer's Bot Chat and
+//! reports what the peer did with it.
 //!
 //! A peer either runs the turn and answers with the reply (`*.session.chat.completion`) or,
 //! when its Bot Chat is open in a live owner, hands the turn to that owner's queue and answers

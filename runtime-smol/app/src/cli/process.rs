@@ -32,9 +32,9 @@ pub(crate) fn watch(signals: &[Signal]) -> Result<Signals, EnvironmentError> {
     Signals::new(signals.iter().copied()).map_err(EnvironmentError::Signals)
 }
 
-/// Says `listening <url>` on stderr (SPEC §7: how a client that asked for port 0 learns the
-/// port). Not `eprintln!`: a stderr nobody reads (a closed pipe, a full disk) is no reason to
-/// stop serving, let alone to panic.
+/// Says `listening <url>` on stderr (docs/protocol.md#transports: how a client that asked for port
+/// 0 learns the port). Not `eprintln!`: a stderr nobody reads (a closed pipe, a full disk) is no
+/// reason to stop serving, let alone to panic.
 pub fn announce_listening(url: std::fmt::Arguments<'_>) {
     let mut stderr = std::io::stderr().lock();
     let _ = writeln!(stderr, "listening {url}");

@@ -1,5 +1,6 @@
-//! `connop gateway`: the JSON-RPC server (SPEC §7) on stdio and on listeners, and the HTTP
-//! API (SPEC §9) when `--http` is given, until a signal or the end of stdin.
+//! `connop gateway`: the JSON-RPC server (docs/protocol.md#overview) on stdio and on listeners, and
+//! the HTTP API (docs/http-api.md#overview) when `--http` is given, until a signal or the end of
+//! stdin.
 
 use super::listen::{Bound, Connections, ListenAddr, bind};
 use super::tool_gateway::choose_tool_gateway;
@@ -29,10 +30,11 @@ pub struct ServeOptions {
     pub rpc: Box<dyn FnOnce(Arc<dyn AsyncToolGateway>) -> RpcConfig>,
 }
 
-/// Refuses what would expose an unauthenticated protocol beyond this machine (SPEC §12.4):
-/// `--listen tcp:` on an address that is not loopback unless `allow_remote`; `--http` on one
-/// without an API key, `allow_remote` or not (a keyless API is anyone's who reaches it); and
-/// `--allow-host` names for a keyless API (it answers only to its loopback names).
+/// Refuses what would expose an unauthenticated protocol beyond this machine
+/// (docs/operating.md#connop-gateway): `--listen tcp:` on an address that is not loopback unless
+/// `allow_remote`; `--http` on one without an API key, `allow_remote` or not (a keyless API is
+/// anyone's who reaches it); and `--allow-host` names for a keyless API (it answers only to its
+/// loopback names).
 pub fn check_exposure(
     listen: &[ListenAddr],
     http: Option<SocketAddr>,
@@ -151,7 +153,8 @@ pub fn serve(options: ServeOptions, mut signals: Signals) -> Result<(), AppError
                 false
             }
         };
-        // Runs first (SPEC §9.1: marked interrupted, streams told), then operations.
+        // Runs first (docs/http-api.md#shutdown-and-restarts: marked interrupted, streams told),
+        // then operations.
         if let Some(api) = &api {
             api.shut_down(Duration::from_millis(400)).await;
         }

@@ -1,5 +1,5 @@
 //! Which tool gateway a command uses: the hosted one `CONNECTOR_GATEWAY_URL` names, or, when
-//! it is unset, the embedded simulated tool gateway (SPEC §6.1).
+//! it is unset, the embedded simulated tool gateway (docs/contract.md#simulated-tool-gateway).
 
 use crate::error::{AppError, EnvironmentError, UpstreamError};
 use crate::sim_gateway::{SimOptions, SimToolGateway};
@@ -64,9 +64,9 @@ pub fn choose_for_person(auto_complete: Option<Duration>) -> Result<ChosenToolGa
 
 /// `CONNECTOR_GATEWAY_URL`/`CONNECTOR_GATEWAY_TOKEN`, or, when the URL is unset, the embedded
 /// simulated tool gateway (announced by [`ChosenToolGateway::announce`]); `auto_complete` is its
-/// `--auto-complete`. The embedded gateway's token guards its `/sim/*` controls too (SPEC
-/// §12.2): it is `CONNECTOR_GATEWAY_TOKEN` when that is set, so whoever set it can drive them,
-/// and a fresh random one otherwise.
+/// `--auto-complete`. The embedded gateway's token guards its `/sim/*` controls too
+/// (docs/contract.md#simulated-tool-gateway): it is `CONNECTOR_GATEWAY_TOKEN` when that is set, so
+/// whoever set it can drive them, and a fresh random one otherwise.
 pub fn choose_tool_gateway(auto_complete: Option<Duration>) -> Result<ChosenToolGateway, AppError> {
     let url = gateway_url();
     let token = std::env::var("CONNECTOR_GATEWAY_TOKEN").ok();

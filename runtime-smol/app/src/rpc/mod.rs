@@ -1,5 +1,5 @@
-//! The JSON-RPC server of SPEC §7: sessions owned by the transport that created them, the
-//! seven methods, and events routed to the owner of the operation's session.
+//! The JSON-RPC server of docs/protocol.md#overview: sessions owned by the transport that created
+//! them, the seven methods, and events routed to the owner of the operation's session.
 //!
 //! Every rule of the protocol (framing, who owns a session, the order of the checks, the
 //! error objects) is decided by [`connop_core::rpc`] and its [`SessionTable`]; every rule of
@@ -133,10 +133,10 @@ impl RpcServer {
         &self.registry
     }
 
-    /// Takes one request, in the order the transport read it: the checks of SPEC §7 and
-    /// every method that never waits are decided here and answered at once; a manage or a
-    /// list continues as a [`PendingRequest`] with the session it was checked against. So a
-    /// session created before the input ended exists when the transport closes its
+    /// Takes one request, in the order the transport read it: the checks of
+    /// docs/protocol.md#errors and every method that never waits are decided here and answered at
+    /// once; a manage or a list continues as a [`PendingRequest`] with the session it was checked
+    /// against. So a session created before the input ended exists when the transport closes its
     /// sessions, and a manage read before then belongs to that session (its close
     /// interrupts it).
     pub fn begin(self: &Arc<Self>, transport: &TransportHandle, request: Request) -> RequestNext {
@@ -212,8 +212,8 @@ impl RpcServer {
         Ok(Decided::Answer(answer))
     }
 
-    /// Interrupts, then forgets the session if `owner` still owns it (SPEC §7). The
-    /// interrupt settles its open operation before returning, so the settle frame still
+    /// Interrupts, then forgets the session if `owner` still owns it (docs/protocol.md#sessions).
+    /// The interrupt settles its open operation before returning, so the settle frame still
     /// reaches the session's owner and the session key is never free while that operation
     /// is open.
     fn close_session(&self, session_id: &str, owner: TransportId) {

@@ -1,6 +1,6 @@
-//! The vendor's consent page of the simulated gateway (SPEC §12.2): what a person sees when
-//! they open a connect link, and the pure helpers behind it (the form body, the loopback
-//! return URL, the catalog's display names and scopes).
+//! The vendor's consent page of the simulated gateway (docs/contract.md#consent-page): what a
+//! person sees when they open a connect link, and the pure helpers behind it (the form body, the
+//! loopback return URL, the catalog's display names and scopes).
 //!
 //! A `GET` only shows; a decision needs a `POST` with the page's one-time nonce, so a link
 //! previewer that fetches the URL decides nothing.

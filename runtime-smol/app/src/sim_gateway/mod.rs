@@ -1,5 +1,6 @@
-//! The simulated tool gateway over real HTTP (SPEC §6.1): a loopback server speaking the tool
-//! gateway API of SPEC §6, so everything runs with no account anywhere.
+//! The simulated tool gateway over real HTTP (docs/contract.md#simulated-tool-gateway): a loopback
+//! server speaking the tool gateway API of docs/contract.md#tool-gateway-api, so everything runs
+//! with no account anywhere.
 //!
 //! [`SimToolGateway::start`] runs one on its own thread (tests, the CLI); [`SimServer::bind`] +
 //! [`SimServer::serve`] (or [`serve`]) embed one in a caller's smol executor. The world itself,
@@ -23,9 +24,9 @@
 //! - `GET /v1/connectors/accounts/<id>` — `{"connectionId", "connector", "status",
 //!   "statusReason"?, "label", "active", "createdAt", "updatedAt"}` (RFC 3339 UTC times); an
 //!   unknown id → 404 `{"error": "connection_not_found"}`.
-//! - `GET /connect/<id>` — the vendor's consent page (HTML, SPEC §12.2): the requesting app
-//!   (the mint's `returnTo`, or "an app"), the connector, the account label, the scopes, and
-//!   Approve and Deny in one form with a one-time nonce. It never changes anything.
+//! - `GET /connect/<id>` — the vendor's consent page (HTML, docs/contract.md#consent-page): the
+//!   requesting app (the mint's `returnTo`, or "an app"), the connector, the account label, the
+//!   scopes, and Approve and Deny in one form with a one-time nonce. It never changes anything.
 //! - `POST /connect/<id>` (`nonce=…&decision=approve|deny`) — decides once: `active`, or
 //!   `failed` with `user denied access`. A missing or unknown nonce → 400, nothing changes; a
 //!   link already decided or superseded by a newer mint of its connector → 409 page saying

@@ -86,8 +86,8 @@ pub trait Store: Send + Sync {
     /// in PostgreSQL.
     fn active_runs(&self) -> StoreFuture<'_, Vec<String>>;
 
-    /// This process leaves (its runs were ended as SPEC §9.1 says): background work stops, and
-    /// a replica says it is gone.
+    /// This process leaves (its runs were ended as docs/http-api.md#shutdown-and-restarts says):
+    /// background work stops, and a replica says it is gone.
     fn leave(&self) -> StoreFuture<'_, ()>;
 }
 

@@ -1,6 +1,6 @@
-//! The store of the HTTP API (SPEC §9, §12.4, §12.6): sessions and their messages, runs with
-//! every event, and `Idempotency-Key`s. It is the source of truth: a finished run lives only
-//! here, and `GET` and event streams read it.
+//! The store of the HTTP API (docs/http-api.md#overview, docs/operating.md#limits and #postgresql):
+//! sessions and their messages, runs with every event, and `Idempotency-Key`s. It is the source of
+//! truth: a finished run lives only here, and `GET` and event streams read it.
 //!
 //! One interface, [`Store`], two implementations:
 //! - [`sqlite::SqliteStore`], `CONNOP_HOME/state.db`, the embedded default: one gateway per

@@ -1,4 +1,4 @@
-//! The process's metrics (SPEC §12.5), in the Prometheus text format (0.0.4) that
+//! The process's metrics (docs/operating.md#metrics), in the Prometheus text format (0.0.4) that
 //! `GET /metrics` answers. One registry per process: the JSON-RPC server, the HTTP API and the
 //! turn executors count into it from wherever the event happens, with no handle to pass
 //! around.

@@ -1,5 +1,5 @@
-//! Logs and metrics (SPEC §12.5), for the application only: the library crates log nothing
-//! and carry no `tracing` dependency; what they do is logged here, around them.
+//! Logs and metrics (docs/operating.md#logs and #metrics), for the application only: the library
+//! crates log nothing and carry no `tracing` dependency; what they do is logged here, around them.
 //!
 //! - [`init_logging`]: `tracing` on stderr, `RUST_LOG` and `--log-format`;
 //! - [`metrics()`]: the process's Prometheus metrics, [`encode`]d for `GET /metrics`;

@@ -501,8 +501,8 @@ pub fn http_get(url: &str) -> u16 {
 }
 
 /// Opens a consent link and answers its form with `decision` (`approve` or `deny`), as a
-/// person's browser would (SPEC §12.2); the status of the form's answer (a loopback
-/// `returnTo` answers 303, which is not followed).
+/// person's browser would (docs/contract.md#consent-page); the status of the form's answer (a
+/// loopback `returnTo` answers 303, which is not followed).
 #[allow(dead_code)]
 pub fn decide_link(url: &str, decision: &str) -> u16 {
     use isahc::ReadResponseExt;

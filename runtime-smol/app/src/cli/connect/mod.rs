@@ -1,8 +1,8 @@
-//! `connop connect` and `connop connectors` (SPEC §8, §12.3): one operation from a terminal,
-//! on the card path (surface `tui`), in named steps: the tool gateway set-up and the check of
-//! the names against its list, the card drawn on stderr (`card`, `screen`), the keys read
-//! from stdin (`keys`), SIGINT/SIGTERM watched, and at the end a summary (or the model result
-//! with `--json`) on stdout and the exit status (`outcome`).
+//! `connop connect` and `connop connectors` (docs/operating.md#command-line and #connop-connect):
+//! one operation from a terminal, on the card path (surface `tui`), in named steps: the tool
+//! gateway set-up and the check of the names against its list, the card drawn on stderr (`card`,
+//! `screen`), the keys read from stdin (`keys`), SIGINT/SIGTERM watched, and at the end a summary
+//! (or the model result with `--json`) on stdout and the exit status (`outcome`).
 
 pub mod card;
 mod keys;
@@ -55,7 +55,7 @@ pub struct ConnectOptions {
 /// stderr (one line per change when stderr is not a terminal), keys from stdin in raw mode
 /// (a row number skips that row, `c` continues, `q` or Ctrl-C interrupts; SIGINT/SIGTERM
 /// interrupt too). At the end, one summary line per target on stdout, or the model result
-/// JSON with `--json`. Returns the exit status of SPEC §12.3.
+/// JSON with `--json`. Returns the exit status of docs/operating.md#connop-connect.
 pub fn run_connect(options: ConnectOptions) -> Result<u8, AppError> {
     let loopback_return = returns::requested()?;
     if uses_embedded() {
@@ -87,7 +87,7 @@ pub fn run_connect(options: ConnectOptions) -> Result<u8, AppError> {
     ctx.events = Some(screen.events());
     ctx.options = options.options.clone();
     ctx.interrupt = Some(interrupt.clone());
-    // The browser's way back (SPEC §12.1): each return reads the rows at once.
+    // The browser's way back (docs/contract.md#return-hints): each return reads the rows at once.
     let returns = returns::start_if_wanted(
         loopback_return || tool_gateway.embedded.is_some(),
         &registry,

@@ -1,7 +1,7 @@
-//! How a `connop connect` run ends for a person (SPEC §12.3): the up-front connector check,
-//! the exit status, the human summary, and the one-line error a failed tool-gateway call
-//! becomes. Pure functions, except [`RecordingToolGateway`], which remembers the first
-//! failed call so the error names what to fix instead of repeating the agent's wording.
+//! How a `connop connect` run ends for a person (docs/operating.md#connop-connect): the up-front
+//! connector check, the exit status, the human summary, and the one-line error a failed
+//! tool-gateway call becomes. Pure functions, except [`RecordingToolGateway`], which remembers the
+//! first failed call so the error names what to fix instead of repeating the agent's wording.
 
 use super::card::{outcome_word, state_named};
 use crate::error::{UpstreamError, UsageError};
@@ -62,7 +62,7 @@ impl InterruptCause {
     }
 }
 
-/// The exit status of a run that returned `result` (SPEC §12.3).
+/// The exit status of a run that returned `result` (docs/operating.md#connop-connect).
 ///
 /// An interrupt decides when the operation ended by it or never got to settle; an operation
 /// that settled otherwise before the key or signal arrived keeps its own status.

@@ -1,7 +1,7 @@
-//! The loopback return URL of `connop connect` (SPEC §12.1): after a consent decision the
-//! vendor (here the simulated tool gateway) sends the browser back to the mint's `returnTo`
-//! with `connection_id=<id>&status=active|failed` added to its query. This listener answers
-//! that request with a short page and turns it into a return hint, so the card changes as
+//! The loopback return URL of `connop connect` (docs/contract.md#return-hints): after a consent
+//! decision the vendor (here the simulated tool gateway) sends the browser back to the mint's
+//! `returnTo` with `connection_id=<id>&status=active|failed` added to its query. This listener
+//! answers that request with a short page and turns it into a return hint, so the card changes as
 //! soon as the person is back instead of at the next tick.
 //!
 //! It is a small HTTP/1.1 server on `127.0.0.1:0` on its own thread; dropping the

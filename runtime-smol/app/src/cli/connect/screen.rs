@@ -7,8 +7,9 @@
 //! normal screen and the final card is printed there once. [`Painter`] makes that text; it is
 //! pure, and tested against a small terminal model.
 //!
-//! With `NO_COLOR` or `TERM=dumb` (SPEC §12.3), or when stderr is not a terminal, nothing
-//! moves the cursor: each change is one line, and the hint and the keys are printed once.
+//! With `NO_COLOR` or `TERM=dumb` (docs/operating.md#connop-connect), or when stderr is not a
+//! terminal, nothing moves the cursor: each change is one line, and the hint and the keys are
+//! printed once.
 
 use super::card::{
     CardModel, LINK_HINT, Layout, Line, Style, Tone, stderr_is_terminal, style_from_env,

@@ -19,7 +19,7 @@ pub const USER_DENIED: &str = "user denied access";
 
 /// How many accounts the world keeps: the newest ones.
 pub const ACCOUNT_LIMIT: usize = 10_000;
-/// How many requests the log keeps: the last ones (SPEC §12.2).
+/// How many requests the log keeps: the last ones (docs/contract.md#simulated-tool-gateway).
 pub const LOG_LIMIT: usize = 10_000;
 
 /// One account of the simulated gateway.
@@ -78,7 +78,7 @@ pub struct SimWorld {
     pub(super) faults: FaultQueues,
     /// How many mint calls were made.
     pub(super) mints: usize,
-    /// The last [`LOG_LIMIT`] requests, redacted and cut (SPEC §12.2).
+    /// The last [`LOG_LIMIT`] requests, redacted and cut (docs/contract.md#simulated-tool-gateway).
     log: VecDeque<SimRequest>,
 }
 

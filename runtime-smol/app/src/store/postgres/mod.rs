@@ -1,5 +1,5 @@
 //! The shared store: PostgreSQL (`--database-url postgres://…`), for any number of replicas
-//! of `connop gateway --http` behind a load balancer (SPEC §12.6).
+//! of `connop gateway --http` behind a load balancer (docs/operating.md#postgresql).
 //!
 //! - The schema is versioned and migrated at start inside one transaction that holds an
 //!   advisory lock, so replicas starting together migrate once.

@@ -1,10 +1,10 @@
-//! The terminal card of `connop connect` (SPEC §8, §12.3): one connection operation shown
-//! live on a terminal, answered with single keys.
+//! The terminal card of `connop connect` (docs/operating.md#command-line and #connop-connect): one
+//! connection operation shown live on a terminal, answered with single keys.
 //!
 //! Almost everything here is pure so it can be tested without a terminal; by trade:
 //! - `model`: [`CardModel`] folds the operation's [`Event`](connop_core::flow::Event)s (the
 //!   card request, then update frames) into what the card shows, dropping frames older than
-//!   what it already has (SPEC §3.4).
+//!   what it already has (docs/contract.md#update-frame).
 //! - `render`: [`CardModel::render`] lays the card out for a width as [`Line`]s of toned
 //!   [`Span`]s. Links are never cut: one too long for its row gets a line of its own, which
 //!   the terminal wraps. The card goes to **stderr**: stdout is reserved for the summary or

@@ -9,7 +9,7 @@ use std::time::Duration;
 /// What the card shows: the state of one operation as of the newest event seen.
 ///
 /// It exists so the terminal loop never rebuilds state from deltas: every frame carries the
-/// full view (SPEC §3.4), and the model keeps the newest one by `seq`.
+/// full view (docs/contract.md#update-frame), and the model keeps the newest one by `seq`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CardModel {
     pub(super) op_id: Option<OpId>,
@@ -118,7 +118,8 @@ impl CardModel {
         self.deadline_at
     }
 
-    /// The deadline's length, from the card request (SPEC's default 300 s until it arrives).
+    /// The deadline's length, from the card request (the default of 300 s until it arrives,
+    /// docs/contract.md#operation).
     pub fn timeout(&self) -> Duration {
         self.timeout.unwrap_or(DEFAULT_DEADLINE)
     }

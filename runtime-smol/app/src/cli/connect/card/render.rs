@@ -328,7 +328,8 @@ fn clock(left: Duration) -> String {
 
 impl CardModel {
     /// One plain line for an event, for when stderr is not a terminal or colour and cursor
-    /// movement are off (SPEC §8), in the card's words: no actor, no wire name.
+    /// movement are off (docs/operating.md#command-line), in the card's words: no actor, no wire
+    /// name.
     ///
     /// Call it once [`CardModel::apply`] accepted the event (a stale frame prints nothing):
     /// the request gives the card's title and every row, a change the row's new state (with

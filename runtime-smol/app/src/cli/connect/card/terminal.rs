@@ -76,9 +76,10 @@ pub fn terminal_size() -> (u16, u16) {
     )
 }
 
-/// How the card may draw on stderr, from the environment (SPEC §12.3): `NO_COLOR` (set and
-/// not empty) or `TERM=dumb` turn colour and cursor movement off; OSC 8 hyperlinks are used
-/// where the terminal is known to have them (`FORCE_HYPERLINK=1` or `0` decides instead).
+/// How the card may draw on stderr, from the environment (docs/operating.md#connop-connect):
+/// `NO_COLOR` (set and not empty) or `TERM=dumb` turn colour and cursor movement off; OSC 8
+/// hyperlinks are used where the terminal is known to have them (`FORCE_HYPERLINK=1` or `0` decides
+/// instead).
 pub fn style_from_env(get: impl Fn(&str) -> Option<String>) -> Option<Style> {
     let set = |name: &str| get(name).is_some_and(|v| !v.is_empty());
     let term = get("TERM").unwrap_or_default();

@@ -42,29 +42,44 @@ impl CardFailure {
 }
 
 /// The card callback and the update callback as one event sink. `on_card` gets the card
-/// request (`connection.request`'s payload) once; `on_update` every update frame. They run
-/// with the GIL on the waiting thread (gateway answers are fed there), or on the thread whose
-/// input caused them. An exception in `on_card` goes to `card_failure`; one in `on_update` is
-/// reported as unraisable and changes nothing (a missed frame is repaired by the next, which
-/// carries the whole view).
+/// request (`connection.request`'s payload) once; `on_update` every update frame, or, with
+/// `updates_for` (a container of operation ids), only the frames of the operations in it,
+/// asked frame by frame: a frame no one asked for is never built, and an id added while the
+/// operation runs gets its frames from then on. They run with the GIL on the waiting thread
+/// (gateway answers are fed there), or on the thread whose input caused them. An exception
+/// in `on_card` goes to `card_failure`; one in `on_update` is reported as unraisable and
+/// changes nothing (a missed frame is repaired by the next, which carries the whole view).
 pub fn events(
     on_card: Option<Py<PyAny>>,
     on_update: Option<Py<PyAny>>,
+    updates_for: Option<Py<PyAny>>,
     card_failure: Option<CardFailure>,
 ) -> EventSink {
     Arc::new(move |event: &Event| {
-        // A payload is built only for a callback that takes it.
-        let (callback, payload) = match (event, &on_card, &on_update) {
-            (Event::Request(card), Some(callback), _) => (callback, serde_json::to_value(card)),
-            (Event::Update(frame), _, Some(callback)) => (callback, serde_json::to_value(frame)),
+        let callback = match (event, &on_card, &on_update) {
+            (Event::Request(_), Some(callback), _) | (Event::Update(_), _, Some(callback)) => {
+                callback
+            }
             _ => return,
         };
-        let Ok(payload) = payload else { return };
         // Not once the interpreter began to exit (a daemon thread may still pump then).
         let Some(_inside) = crate::exit::enter() else {
             return;
         };
         let _ = Python::try_attach(|py| {
+            if let (Event::Update(frame), Some(wanted)) = (event, &updates_for) {
+                let op_id = frame.view.op_id.as_str();
+                if !wanted.bind(py).contains(op_id).unwrap_or(false) {
+                    return;
+                }
+            }
+            // A payload is built only for a callback that takes it.
+            let payload = match event {
+                Event::Request(card) => serde_json::to_value(card),
+                Event::Update(frame) => serde_json::to_value(frame),
+                _ => return,
+            };
+            let Ok(payload) = payload else { return };
             let callback = callback.bind(py);
             let outcome = to_py(py, &payload).and_then(|payload| callback.call1((payload,)));
             let Err(error) = outcome else { return };

@@ -114,7 +114,7 @@ impl PyRegistry {
             ToolContext::new(self.inner.clone(), session_key, Arc::new(()));
         context.options.deadline = seconds(deadline, "deadline")?;
         context.surface = Surface::Unset;
-        context.events = on_update.map(|update| events(None, Some(update), None));
+        context.events = on_update.map(|update| events(None, Some(update), None, None));
         context.interrupt = interrupt.map(|i| i.inner.clone());
         match holding_gil(|| context.open(targets)) {
             Ok(op) => Ok(PyOperation::from(op)),
@@ -146,7 +146,7 @@ impl PyRegistry {
         context.options.deadline = seconds(deadline, "deadline")?;
         context.surface = Surface::Unset;
         context.tool_call_id = tool_call_id.map(Into::into);
-        context.events = on_update.map(|update| events(None, Some(update), None));
+        context.events = on_update.map(|update| events(None, Some(update), None, None));
         let op = context.detached(targets);
         for (name, env) in envs {
             op.set_required_env(&name, Some(env))

@@ -125,7 +125,8 @@ fn tick_of(tick: f64) -> PyResult<Duration> {
 /// and the call blocks until the operation settles; `cli` and `messaging` (a chat platform)
 /// return the links at once. `on_card` gets the card request once: an exception it raises
 /// settles the operation `interrupt` at once and is raised here. `on_update` gets every update
-/// frame; an exception it raises is reported as unraisable. `tick`: seconds between a row's
+/// frame (with `updates_for`, a container of operation ids, only the frames of the operations
+/// in it, checked frame by frame); an exception it raises is reported as unraisable. `tick`: seconds between a row's
 /// reads, at least 0.01 (a smaller one, 0 included, reads every 0.01 s). `gateway`: an
 /// `HttpGateway`, or any object with `list_connectors`, `connections` and `account_status`.
 /// `hosted_names` answers the misroute check instead of the connector list. `calls`:
@@ -141,7 +142,8 @@ fn tick_of(tick: f64) -> PyResult<Duration> {
 /// anything runs. The contract: docs/python.md.
 #[pyfunction]
 #[pyo3(signature = (
-    args, *, session_key, gateway, surface="", on_card=None, on_update=None, tick=1.0,
+    args, *, session_key, gateway, surface="", on_card=None, on_update=None, updates_for=None,
+    tick=1.0,
     deadline=300.0, local_catalog=Vec::new(), hosted_names=None, tool_call_id=None,
     return_to=None, desktop_return_to=None, interrupt=None, registry=None,
     agent_session_id=None, calls=None, dialect=None, available=true
@@ -155,6 +157,7 @@ pub fn manage_connections(
     surface: &str,
     on_card: Option<Py<PyAny>>,
     on_update: Option<Py<PyAny>>,
+    updates_for: Option<Py<PyAny>>,
     tick: f64,
     deadline: f64,
     local_catalog: Vec<String>,
@@ -196,7 +199,8 @@ pub fn manage_connections(
         ToolContext::new(registry, session_key, gateway.clone());
     context.surface = surface;
     let card_failure = CardFailure::new();
-    context.events = on_card.map(|card| events(Some(card), on_update, Some(card_failure.clone())));
+    context.events = on_card
+        .map(|card| events(Some(card), on_update, updates_for, Some(card_failure.clone())));
     context.options = OperationOptions {
         tick,
         deadline,

@@ -65,6 +65,19 @@ def _remember(operation: "_operation.ConnectionOperation") -> None:
     _objects[operation.op_id] = operation
 
 
+class _WantingFrames:
+    """The operation ids whose tool-call frames must be built: those of the objects a host
+    holds that wait on ``wake`` or whose change hook a host replaced. Asked frame by frame."""
+
+    def __contains__(self, op_id: object) -> bool:
+        ref = _objects.data.get(op_id)
+        operation = ref() if ref is not None else None
+        return operation is not None and operation.wants_frames()
+
+
+wanting_frames = _WantingFrames()
+
+
 def _object(handle: Optional[connop.Operation]) -> Optional["_operation.ConnectionOperation"]:
     if handle is None:
         return None

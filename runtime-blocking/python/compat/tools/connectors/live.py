@@ -65,17 +65,18 @@ def _remember(operation: "_operation.ConnectionOperation") -> None:
     _objects[operation.op_id] = operation
 
 
-class _WantingFrames:
-    """The operation ids whose tool-call frames must be built: those of the objects a host
-    holds that wait on ``wake`` or whose change hook a host replaced. Asked frame by frame."""
-
-    def __contains__(self, op_id: object) -> bool:
-        ref = _objects.data.get(op_id)
-        operation = ref() if ref is not None else None
-        return operation is not None and operation.wants_frames()
+# The held objects something waits on (their ``wake`` was asked for), by operation id.
+_waiting: "weakref.WeakValueDictionary[str, _operation.ConnectionOperation]" = \
+    weakref.WeakValueDictionary()
 
 
-wanting_frames = _WantingFrames()
+def frames_wanted() -> "dict":
+    """The operation ids whose tool-call frames must be built, as a mapping connop asks frame
+    by frame (in C, no Python code runs): every held object's while a host replaced the
+    change hook, else those something waits on."""
+    if _operation.ConnectionOperation.on_change is not _operation.NO_HOOK:
+        return _objects.data
+    return _waiting.data
 
 
 def _object(handle: Optional[connop.Operation]) -> Optional["_operation.ConnectionOperation"]:

@@ -150,7 +150,7 @@ class ConnectionOperation:
         operation.session_key = handle.session_key
         operation.tool_call_id = None
         # Made when first asked for: until then no frame of the tool call needs building
-        # for it (see ``wants_frames``).
+        # for it (see ``live.frames_wanted``).
         operation._wake = None
         operation._handle = handle
         operation._adopted_seq = handle.result()["seq"]
@@ -161,17 +161,15 @@ class ConnectionOperation:
         """Set on every change; a waiter clears it, then waits."""
         event = self._wake
         if event is None:
+            from . import live
+
             event = threading.Event()
+            self._wake = event
+            live._waiting[self.op_id] = self
             # Set already if the operation changed since this object was made for it.
             if self._handle.result()["seq"] != self._adopted_seq:
                 event.set()
-            self._wake = event
         return event
-
-    def wants_frames(self) -> bool:
-        """Whether a change must reach this object: something waits on ``wake``, or a host
-        replaced the ``on_change`` hook."""
-        return self._wake is not None or type(self).on_change is not _NO_HOOK
 
     def _changed(self, frame: Dict[str, Any]) -> None:
         if self._wake is not None:
@@ -265,4 +263,4 @@ class ConnectionOperation:
 
 
 # The change hook as the class defines it: a host that replaced it wants every change.
-_NO_HOOK = ConnectionOperation.__dict__["on_change"].__func__
+NO_HOOK = ConnectionOperation.__dict__["on_change"].__func__

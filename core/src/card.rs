@@ -1,4 +1,5 @@
-//! Card answers (SPEC §5.6): what the user's card sends back through `connection.respond`.
+//! Card answers (docs/contract.md#card-answers): what the user's card sends back through
+//! `connection.respond`.
 
 use crate::error::CallerError;
 use crate::operation::Text;

@@ -108,6 +108,63 @@
 //!   objects).
 //! - [`run`]: the run lifecycle of an agent turn over HTTP (first terminal status wins).
 //! - [`wire`]: the tool-gateway HTTP API as a sans-IO exchange (requests out, responses in).
+//!
+//! ## Words
+//!
+//! Each word means one thing across the workspace.
+//!
+//! - **tool gateway**: the hosted service an operation works through: it lists connectors,
+//!   mints connect links and reads accounts. Its calls, replies and errors as data are
+//!   [`tool_gateway`]; its HTTP API is [`wire`]. A **route** is one of its three calls, list,
+//!   mint or account ([`tool_gateway::GatewayRoute`]). A *simulated* tool gateway answers
+//!   the same API with no account anywhere: the application's (the embedded default and
+//!   `connop sim-gateway`) and the fixtures' scripted one. Both list
+//!   [`tool_gateway::SIMULATED_CATALOG`] and answer account reads by a **read script**
+//!   ([`tool_gateway::ReadScript`]).
+//! - **JSON-RPC server**: what `connop gateway` serves an agent host, one JSON object a line
+//!   on stdio and listeners ([`rpc`]): sessions, tool calls and their events. The host is
+//!   its client; the tool gateway is upstream of it.
+//! - **session**: on the JSON-RPC server, a conversation, owned by the transport that created
+//!   it; its key is where its operation registers ([`registry`], at most one open operation
+//!   a session). Over the HTTP API, a stored chat history that turns append to.
+//! - **operation**: one request to connect accounts, from the tool call that opens it until
+//!   it settles ([`Operation`]).
+//! - **target**: one thing an operation asks for: a connector to connect or reconnect, or a
+//!   local MCP server ([`Target`]). (A fuzz target is a *fuzz target*.)
+//! - **row**: a target as the operation holds it now: state, link, detail, account id
+//!   ([`operation::TargetRow`]). A **move** changes a row's state, by the one actor the
+//!   transition table allows ([`contract`]). The **witness move**: a mint or a read that found
+//!   the account moves a `pending` row `→ initiated` first, then where the answer says.
+//! - **settle**: an operation's one ending, with a [`SettleReason`]: every unresolved row
+//!   becomes `not_connected` and the result freezes. A row is **resolved** once `connected`
+//!   or `skipped`.
+//! - **flow**: one tool call as a sans-IO state machine ([`Flow`]): it owns the operation and
+//!   decides every rule. It takes **inputs** ([`Input`], each with `now`) and gives
+//!   **effects** ([`Effect`]: register, call the tool gateway, emit an event, close, return),
+//!   which a runtime executes in order.
+//! - **options**: what a host chooses once for every operation it runs, the tick, the
+//!   deadline and the local catalog ([`OperationOptions`]), carried unchanged to each flow.
+//! - **card**: what the user sees of an open operation and answers: a row per target, skip,
+//!   Continue ([`card`]). On the card **path** the tool call waits for the settle; on the
+//!   links path it returns the links at once ([`Path`]).
+//! - **surface**: where the session's user is (the desktop app, a terminal UI, a command line,
+//!   a chat platform); it chooses the card or the links ([`Surface`]).
+//! - **run**: one agent turn over the HTTP API, with its event stream; its first terminal
+//!   status wins ([`run`]).
+//! - **step**: one round of a driver over an operation: the runtimes' operation handle feeds
+//!   the answers, fires the timers due, runs the effects and says what comes **next**. A flow
+//!   *moves* a row; an exchange with the tool gateway and a JSON-RPC request also say what
+//!   comes next ([`wire::ExchangeNext`]); a read script holds *reads* (the simulated gateway's
+//!   control body calls them steps).
+//! - **method**, **request**, **response**, **answer**: a JSON-RPC request and its method are
+//!   [`rpc::Request`] and [`rpc::Method`]; an exchange with the tool gateway sends an
+//!   [`wire::HttpRequest`] with an [`wire::HttpMethod`] and gets back an [`wire::HttpAnswer`]
+//!   (an [`wire::HttpResponse`] or a transport failure). What a gateway call answered, as a
+//!   driver feeds it back to its operation, is a *call answer*.
+//! - **started**, **scenario**: the store's `Started` says what starting a run did; the
+//!   handle's `CallsStarted` says how the calls a driver started answered. A `Scenario` is a
+//!   row of the tests' table (one ported seed test); a `RandomScenario` is a world the
+//!   fixtures draw from a seed.
 
 #![deny(missing_docs)]
 
@@ -129,7 +186,8 @@ pub use card::{CardAnswer, CardReply};
 pub use contract::{Actor, Kind, SettleReason, TargetAction, TargetState};
 pub use error::CallerError;
 pub use flow::{
-    CallPurpose, Effect, Event, Flow, FlowConfig, Handled, Input, Path, Surface, Wake, WakeReason,
+    CallPurpose, Effect, Event, Flow, FlowConfig, Handled, Input, OperationOptions, Path, Surface,
+    Wake, WakeReason,
 };
 pub use operation::{ChangeRecord, OpId, Operation, Patch, Target, Text, TransitionError};
 pub use registry::{Registry, RegistryEntry, RegistryKey};
@@ -143,7 +201,8 @@ pub mod prelude {
     pub use crate::contract::{Actor, SettleReason, TargetState};
     pub use crate::error::CallerError;
     pub use crate::flow::{
-        Effect, Event, Flow, FlowConfig, Handled, Input, Path, Surface, Wake, WakeReason,
+        Effect, Event, Flow, FlowConfig, Handled, Input, OperationOptions, Path, Surface, Wake,
+        WakeReason,
     };
     pub use crate::operation::{OpId, Patch, Text};
     pub use crate::registry::{Registry, RegistryEntry, RegistryKey};

@@ -1,9 +1,9 @@
 //! One connection operation: its targets, the moves on them, and the settle that freezes it.
 //!
-//! [`Operation`] is plain data with the rules of SPEC §1–§2 on it: every move is checked against
-//! the transition table, a move to the current state is a no-op, settle is a compare-and-set
-//! that freezes a snapshot. It knows nothing of gateways, cards or time passing; the
-//! [`Flow`](crate::flow::Flow) drives it.
+//! [`Operation`] is plain data with the rules of docs/contract.md#targets and #operation on it:
+//! every move is checked against the transition table, a move to the current state is a no-op,
+//! settle is a compare-and-set that freezes a snapshot. It knows nothing of gateways, cards or time
+//! passing; the [`Flow`](crate::flow::Flow) drives it.
 
 use crate::contract::{Actor, Kind, SettleReason, TargetAction, TargetState, allowed_actor};
 use crate::time::Timestamp;
@@ -16,7 +16,7 @@ use std::time::Duration;
 /// frame, so they are reference-counted rather than copied.
 pub type Text = Arc<str>;
 
-/// The default operation deadline (SPEC §2).
+/// The default operation deadline (docs/contract.md#operation).
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(300);
 
 /// An operation id: 12 lower-case hex characters.
@@ -264,7 +264,7 @@ pub struct Settlement {
     pub targets: Vec<TargetRow>,
 }
 
-/// One connection operation (SPEC §2).
+/// One connection operation (docs/contract.md#operation).
 #[derive(Clone, Debug)]
 pub struct Operation {
     op_id: OpId,

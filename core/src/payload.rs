@@ -1,4 +1,4 @@
-//! The payloads of SPEC §3, with their exact key orders.
+//! The payloads of docs/contract.md#payloads, with their exact key orders.
 //!
 //! Each payload owns cheap clones of the rows it shows and decides, by its type, which link
 //! fields a target snapshot carries. A card-path model result cannot carry a link: its
@@ -10,7 +10,7 @@ use crate::time::Timestamp;
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 
-/// Which link fields a target snapshot carries (SPEC §3.1).
+/// Which link fields a target snapshot carries (docs/contract.md#target-snapshot).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Links {
     /// Neither `connect_url` nor `connection_id` (card-path model result).
@@ -125,7 +125,8 @@ fn secs(t: Timestamp) -> f64 {
     t.as_secs_f64()
 }
 
-/// The operation view (SPEC §3.2): the status RPC, update frames, the live handle.
+/// The operation view (docs/contract.md#operation-view): the status RPC, update frames, the live
+/// handle.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OperationView {
     /// The id.
@@ -214,8 +215,8 @@ impl Serialize for OperationResult {
     }
 }
 
-/// A `connection.update` payload (SPEC §3.4): the full view, plus the change for a transition
-/// or refresh. The settle frame has no change and `settled: true`.
+/// A `connection.update` payload (docs/contract.md#update-frame): the full view, plus the change
+/// for a transition or refresh. The settle frame has no change and `settled: true`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct UpdateFrame {
     /// The whole operation as of this frame.
@@ -239,9 +240,10 @@ impl Serialize for UpdateFrame {
     }
 }
 
-/// A `connection.request` payload (SPEC §3.3). Never carries a reason. Its targets carry
-/// links and, where minted, connection ids (SPEC §3.1 places `connection_id` in §3.2 and
-/// §3.3); only model results never do.
+/// A `connection.request` payload (docs/contract.md#card-request). Never carries a reason. Its
+/// targets carry links and, where minted, connection ids (docs/contract.md#target-snapshot:
+/// `connection_id` belongs to the operation view and the card request); only model results never
+/// do.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CardRequest {
     /// The id.
@@ -288,7 +290,7 @@ pub enum ResultPath {
     Links,
 }
 
-/// What the agent's tool call returns for connect and reconnect (SPEC §3.5).
+/// What the agent's tool call returns for connect and reconnect (docs/contract.md#model-result).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelResult {
     /// The id.

@@ -1,4 +1,5 @@
-//! The registry of open operations (SPEC §4): one open operation per (profile, session key).
+//! The registry of open operations (docs/contract.md#registry): one open operation per (profile,
+//! session key).
 //!
 //! Plain data; a runtime wraps it in a lock and stores its own operation handles in it. The
 //! rules (refuse while an unsettled one is there, replace a settled leftover, a late close

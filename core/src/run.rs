@@ -1,5 +1,5 @@
-//! The run lifecycle of SPEC §9.1 and §12.6 as a pure state machine: an agent turn submitted
-//! over HTTP, its statuses, and the events each change produces.
+//! The run lifecycle of docs/http-api.md#runs and docs/operating.md#postgresql as a pure state
+//! machine: an agent turn submitted over HTTP, its statuses, and the events each change produces.
 //!
 //! Every change is one [`RunChange`] fed to [`Run::apply`], which decides whether it happens
 //! and returns the events it produced, numbered in order. The first terminal status wins and
@@ -9,7 +9,7 @@
 //!
 //! A run is kept by a store, not in memory: the store reads the run back
 //! ([`Run::restore`]), applies the change here, and writes the new status with the new events,
-//! as one step. So whichever process applies a change (the replica that runs the turn, the
+//! at once. So whichever process applies a change (the replica that runs the turn, the
 //! one a stop arrived on, the survivor that found a replica dead), the rule is this one.
 
 use crate::time::Timestamp;
@@ -23,7 +23,7 @@ pub const SHUTDOWN_ERROR: &str = "Gateway shutdown interrupted the run.";
 /// The error of a run found unsettled when the gateway (or a replica of the same id) started.
 pub const RESTART_ERROR: &str = "The gateway restarted before this run settled.";
 
-/// The error of a run whose replica went silent (SPEC §12.6).
+/// The error of a run whose replica went silent (docs/operating.md#postgresql).
 pub const REPLICA_LOST_ERROR: &str = "The gateway that ran this run stopped answering.";
 
 /// The error of a run whose store failed while it was active: its turn was stopped (or its end
@@ -99,6 +99,17 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
+    /// Every status, the terminal ones last.
+    pub const ALL: [RunStatus; 7] = [
+        RunStatus::Queued,
+        RunStatus::Running,
+        RunStatus::Stopping,
+        RunStatus::Completed,
+        RunStatus::Failed,
+        RunStatus::Cancelled,
+        RunStatus::Interrupted,
+    ];
+
     /// The wire name.
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -637,15 +648,7 @@ mod tests {
         let mut log = Log::new();
         assert!(log.apply(RunChange::Interrupt(RESTART_ERROR), 1));
         assert!(!log.apply(RunChange::Start, 2));
-        for s in [
-            RunStatus::Queued,
-            RunStatus::Running,
-            RunStatus::Stopping,
-            RunStatus::Completed,
-            RunStatus::Failed,
-            RunStatus::Cancelled,
-            RunStatus::Interrupted,
-        ] {
+        for s in RunStatus::ALL {
             assert_eq!(RunStatus::parse(s.as_str()), Some(s));
             assert_eq!(RunStatus::ACTIVE.contains(&s.as_str()), !s.is_terminal());
         }

@@ -1,5 +1,5 @@
-//! The `manage_connections` tool: argument validation (SPEC §5.1), the status rendering
-//! (§5.2), the pinned error texts, and the tool result.
+//! The `manage_connections` tool: argument validation (docs/contract.md#arguments), the status
+//! rendering (docs/contract.md#status-action), the pinned error texts, and the tool result.
 
 use crate::operation::{OpId, Text};
 use crate::payload::ModelResult;
@@ -162,8 +162,8 @@ pub enum ArgError {
     },
 }
 
-/// A target's name as given (SPEC §5.1): trimmed and lower-cased; empty is refused. Callers
-/// drop duplicates, keeping the first.
+/// A target's name as given (docs/contract.md#arguments): trimmed and lower-cased; empty is
+/// refused. Callers drop duplicates, keeping the first.
 pub fn target_name(raw: &str) -> Result<Text, ArgError> {
     let name = raw.trim().to_lowercase();
     if name.is_empty() {
@@ -172,7 +172,7 @@ pub fn target_name(raw: &str) -> Result<Text, ArgError> {
     Ok(name.into())
 }
 
-/// Validates the tool's arguments (SPEC §5.1) in connop's own dialect.
+/// Validates the tool's arguments (docs/contract.md#arguments) in connop's own dialect.
 pub fn parse_args(args: &Value) -> Result<ToolArgs, ArgError> {
     parse_args_in(args, Dialect::Connop)
 }
@@ -360,7 +360,7 @@ pub fn schema(dialect: Dialect) -> Value {
     })
 }
 
-/// The refusal when the session already has an open operation (SPEC §4).
+/// The refusal when the session already has an open operation (docs/contract.md#registry).
 pub fn already_open_text(op_id: OpId) -> String {
     format!(
         "a connection operation is already open in this session ({op_id}); it settles when the user finishes with the card, on Continue, or at its deadline. Do not start another."
@@ -406,7 +406,7 @@ pub struct UnknownName {
     pub did_you_mean: Option<Text>,
 }
 
-/// The status action's result (SPEC §5.2).
+/// The status action's result (docs/contract.md#status-action).
 #[derive(Clone, Debug, PartialEq)]
 pub struct StatusResult {
     /// The rows, verbatim, filtered to the names asked for (if any).
@@ -534,9 +534,9 @@ pub fn levenshtein(a: &str, b: &str) -> usize {
 /// What the tool call returns.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ToolResult {
-    /// connect / reconnect (SPEC §3.5).
+    /// connect / reconnect (docs/contract.md#model-result).
     Model(ModelResult),
-    /// status (SPEC §5.2).
+    /// status (docs/contract.md#status-action).
     Status(StatusResult),
     /// `{"error": "<text>"}`.
     Error(String),

@@ -1,5 +1,5 @@
 //! The tool gateway as data: the calls the core asks for, the replies it consumes, and the
-//! typed failures of SPEC §6.
+//! typed failures of docs/contract.md#tool-gateway-api.
 //!
 //! A runtime turns a [`GatewayCall`] into an HTTP request (or hands it to a scripted fake) and
 //! feeds back `Result<GatewayReply, GatewayError>`.
@@ -45,12 +45,60 @@ pub enum GatewayCall {
 }
 
 impl GatewayCall {
-    /// A short name for logs.
-    pub fn route(&self) -> &'static str {
+    /// The route the call takes.
+    pub const fn route(&self) -> GatewayRoute {
         match self {
-            GatewayCall::List { .. } => "list",
-            GatewayCall::Mint(_) => "mint",
-            GatewayCall::Account { .. } => "account",
+            GatewayCall::List { .. } => GatewayRoute::List,
+            GatewayCall::Mint(_) => GatewayRoute::Mint,
+            GatewayCall::Account { .. } => GatewayRoute::Account,
+        }
+    }
+}
+
+/// A route of the tool gateway's API: what a [`GatewayCall`] asks of it, named by a short
+/// name (a metric label, and a test control's name for it). Its HTTP method and path are the
+/// wire's ([`crate::wire`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GatewayRoute {
+    /// The connector list, every page.
+    List,
+    /// The mint.
+    Mint,
+    /// An account read.
+    Account,
+}
+
+impl GatewayRoute {
+    /// Every route, in this order.
+    pub const ALL: [GatewayRoute; 3] = [
+        GatewayRoute::List,
+        GatewayRoute::Mint,
+        GatewayRoute::Account,
+    ];
+
+    /// The short name: `list`, `mint` or `account`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            GatewayRoute::List => "list",
+            GatewayRoute::Mint => "mint",
+            GatewayRoute::Account => "account",
+        }
+    }
+
+    /// The route a short name names.
+    pub fn parse(name: &str) -> Option<Self> {
+        GatewayRoute::ALL.into_iter().find(|r| r.name() == name)
+    }
+
+    /// Whether a retryable failure ([`GatewayError::is_retryable`]) gets its one retry. The
+    /// mint's never does: the gateway cannot de-duplicate authorization starts. An account
+    /// read that `timed_out` does not either: its timeout is the time the watcher had left for
+    /// it, so the attempt spent all of it and a retry could only run past the deadline.
+    pub const fn retries(self, timed_out: bool) -> bool {
+        match self {
+            GatewayRoute::Mint => false,
+            GatewayRoute::Account => !timed_out,
+            GatewayRoute::List => true,
         }
     }
 }
@@ -63,7 +111,7 @@ pub struct MintRequest {
     /// `true` for reconnect.
     pub reinitiate: bool,
     /// Where the vendor sends the browser back: `connop-desktop` on the desktop surface, the
-    /// host's own return URL when it gave one (SPEC §12.1), else none.
+    /// host's own return URL when it gave one (docs/contract.md#return-hints), else none.
     pub return_to: Option<Text>,
     /// The operation id, whenever `return_to` rides the mint.
     pub op: Option<OpId>,
@@ -310,12 +358,12 @@ pub enum GatewayReply {
 }
 
 impl GatewayReply {
-    /// A short name for logs and errors.
-    pub fn kind(&self) -> &'static str {
+    /// The route whose answer this is.
+    pub const fn route(&self) -> GatewayRoute {
         match self {
-            GatewayReply::Connectors(_) => "list",
-            GatewayReply::Minted(_) => "mint",
-            GatewayReply::Account(_) => "account",
+            GatewayReply::Connectors(_) => GatewayRoute::List,
+            GatewayReply::Minted(_) => GatewayRoute::Mint,
+            GatewayReply::Account(_) => GatewayRoute::Account,
         }
     }
 
@@ -324,7 +372,7 @@ impl GatewayReply {
     pub fn into_connectors(self) -> Result<Vec<ConnectorRow>, GatewayError> {
         match self {
             GatewayReply::Connectors(rows) => Ok(rows),
-            other => Err(other.mismatch("list")),
+            other => Err(other.mismatch(GatewayRoute::List)),
         }
     }
 
@@ -332,7 +380,7 @@ impl GatewayReply {
     pub fn into_minted(self) -> Result<Vec<MintRow>, GatewayError> {
         match self {
             GatewayReply::Minted(rows) => Ok(rows),
-            other => Err(other.mismatch("mint")),
+            other => Err(other.mismatch(GatewayRoute::Mint)),
         }
     }
 
@@ -341,18 +389,22 @@ impl GatewayReply {
     pub fn into_account(self) -> Result<Option<Account>, GatewayError> {
         match self {
             GatewayReply::Account(account) => Ok(account),
-            other => Err(other.mismatch("account")),
+            other => Err(other.mismatch(GatewayRoute::Account)),
         }
     }
 
-    fn mismatch(&self, route: &str) -> GatewayError {
-        GatewayError::invalid(format!("a {} answer to a {route} call", self.kind()))
+    fn mismatch(&self, route: GatewayRoute) -> GatewayError {
+        GatewayError::invalid(format!(
+            "a {} answer to a {} call",
+            self.route().name(),
+            route.name()
+        ))
     }
 }
 
 /// Why a gateway call failed. The gateway (or the way to it) is to blame, never the caller.
 ///
-/// The `Display` text is the `<reason>` in SPEC §5.4's error message.
+/// The `Display` text is the `<reason>` in the error message of docs/contract.md#prepare.
 #[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum GatewayError {
@@ -407,11 +459,12 @@ impl GatewayError {
 /// A future returned by an [`AsyncToolGateway`].
 pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
-/// The tool gateway for blocking hosts. One method: every route of SPEC §6 is a
-/// [`GatewayCall`], exactly what a flow's [`Effect::Call`](crate::flow::Effect::Call) asks
-/// for, so a runtime passes its effects through and a fake answers them in one place. The
-/// fixtures' scripted gateway and the blocking HTTP client implement it; the core never calls
-/// it. [`GatewayReply::into_connectors`] and its siblings unwrap a reply of a known kind.
+/// The tool gateway for blocking hosts. One method: every route of
+/// docs/contract.md#tool-gateway-api is a [`GatewayCall`], exactly what a flow's
+/// [`Effect::Call`](crate::flow::Effect::Call) asks for, so a runtime passes its effects through
+/// and a fake answers them in one place. The fixtures' scripted gateway and the blocking HTTP
+/// client implement it; the core never calls it. [`GatewayReply::into_connectors`] and its siblings
+/// unwrap a reply of a known kind.
 pub trait BlockingToolGateway: Send + Sync {
     /// Runs one call to its end (every list page; the one retry of a read, never of the mint)
     /// and answers the reply of the call's kind: rows for a list, rows for a mint, the
@@ -476,6 +529,61 @@ impl std::fmt::Debug for GatewayFuture {
     }
 }
 
+// ----- what the simulated tool gateways share --------------------------------------------
+//
+// Two fakes answer as a tool gateway: the simulated one the application serves (the embedded
+// default, and `connop sim-gateway`) and the fixtures' scripted one. They share the catalog a
+// newcomer connects from and the rule their account reads follow.
+
+/// The connectors the simulated tool gateway lists, in list order: what a newcomer connects
+/// with no account anywhere, and the names the test worlds draw from.
+pub const SIMULATED_CATALOG: [&str; 6] = [
+    "gmail",
+    "notion",
+    "slack",
+    "github",
+    "linear",
+    "google_calendar",
+];
+
+/// How a simulated tool gateway answers the account reads of one connector: its read script,
+/// else its flip, else what it knows of the account.
+#[derive(Debug)]
+pub struct ReadScript<'a, S> {
+    /// What the script's reads answer: the first read the first, and so on; the last one
+    /// answers every read after it. Empty: no script.
+    pub reads: &'a [S],
+    /// The read from which the account answers `active` (`pending` before it), when there is
+    /// no script.
+    pub flip: Option<usize>,
+}
+
+/// What a [`ReadScript`] says one read answers.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ScriptedAnswer<'a, S> {
+    /// This read of the script.
+    Read(&'a S),
+    /// This status, by the flip.
+    Status(AccountStatus),
+    /// Neither a script nor a flip: the gateway's own account answers.
+    Unscripted,
+}
+
+impl<'a, S> ReadScript<'a, S> {
+    /// What the `nth` read of the account answers, counting from 1 (a 0 counts as the first).
+    pub fn answer(&self, nth: usize) -> ScriptedAnswer<'a, S> {
+        let nth = nth.max(1);
+        if let Some(last) = self.reads.len().checked_sub(1) {
+            return ScriptedAnswer::Read(&self.reads[(nth - 1).min(last)]);
+        }
+        match self.flip {
+            Some(flip) if nth >= flip => ScriptedAnswer::Status(AccountStatus::Active),
+            Some(_) => ScriptedAnswer::Status(AccountStatus::Pending),
+            None => ScriptedAnswer::Unscripted,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -532,5 +640,42 @@ mod tests {
         assert!(GatewayError::Transport("reset".into()).is_retryable());
         assert!(!GatewayError::Http { status: 400 }.is_retryable());
         assert!(!GatewayError::Auth { status: 401 }.is_retryable());
+    }
+
+    #[test]
+    fn a_read_script_answers_its_reads_in_order_then_its_last_one_again() {
+        let script = ReadScript {
+            reads: &["a", "b"],
+            flip: Some(1),
+        };
+        let answers: Vec<_> = (0..=4).map(|n| script.answer(n)).collect();
+        assert_eq!(
+            answers,
+            [
+                ScriptedAnswer::Read(&"a"),
+                ScriptedAnswer::Read(&"a"),
+                ScriptedAnswer::Read(&"b"),
+                ScriptedAnswer::Read(&"b"),
+                ScriptedAnswer::Read(&"b"),
+            ],
+            "a script wins over a flip"
+        );
+        let flip: ReadScript<'_, ()> = ReadScript {
+            reads: &[],
+            flip: Some(3),
+        };
+        assert_eq!(
+            flip.answer(2),
+            ScriptedAnswer::Status(AccountStatus::Pending)
+        );
+        assert_eq!(
+            flip.answer(3),
+            ScriptedAnswer::Status(AccountStatus::Active)
+        );
+        let neither: ReadScript<'_, ()> = ReadScript {
+            reads: &[],
+            flip: None,
+        };
+        assert_eq!(neither.answer(1), ScriptedAnswer::Unscripted);
     }
 }

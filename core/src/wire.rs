@@ -1,28 +1,29 @@
-//! The tool-gateway HTTP API of SPEC §6 as a sans-IO exchange.
+//! The tool-gateway HTTP API of docs/contract.md#tool-gateway-api as a sans-IO exchange.
 //!
 //! Every rule of the API (routes, headers, pagination, status mapping, the one retry, the
 //! timeouts) is decided here, once, so that the blocking and the async clients only move
-//! bytes and cannot disagree. An [`Exchange`] runs one [`GatewayCall`]: it yields a
-//! [`Request`] to send, takes the [`Response`] (or a [`TransportError`]) back, and ends with
-//! the call's `Result<GatewayReply, GatewayError>`. [`Exchange::run`] (a blocking `send`) and
-//! [`Exchange::run_async`] (an async one) are that loop, written once for each kind of client.
+//! bytes and cannot disagree. An [`Exchange`] runs one [`GatewayCall`]: it yields an
+//! [`HttpRequest`] to send, takes the [`HttpResponse`] (or a [`TransportError`]) back, and
+//! ends with the call's `Result<GatewayReply, GatewayError>`. [`Exchange::run`] (a blocking
+//! `send`) and [`Exchange::run_async`] (an async one) are that loop, written once for each
+//! kind of client.
 //!
 //! ```
 //! use connop_core::tool_gateway::{GatewayCall, GatewayReply};
-//! use connop_core::wire::{ClientConfig, Exchange, Response, ExchangeStep};
+//! use connop_core::wire::{ClientConfig, Exchange, HttpResponse, ExchangeNext};
 //!
 //! let config = ClientConfig::new("http://127.0.0.1:8080/", Some("t0k".into()));
 //! let call = GatewayCall::List { timeout: None };
-//! let mut step = Exchange::start(&config, &call);
+//! let mut next = Exchange::start(&config, &call);
 //! let result = loop {
-//!     match step {
-//!         ExchangeStep::Send(in_flight) => {
+//!     match next {
+//!         ExchangeNext::Send(in_flight) => {
 //!             assert_eq!(in_flight.request().url, "http://127.0.0.1:8080/v1/connectors?limit=50");
 //!             // A real client sends the request here.
 //!             let body = br#"{"items": [{"connector": "gmail", "enabled": true}], "nextCursor": null}"#;
-//!             step = in_flight.receive(Ok(Response::new(200, body.to_vec())));
+//!             next = in_flight.receive(Ok(HttpResponse::new(200, body.to_vec())));
 //!         }
-//!         ExchangeStep::Done(result) => break result,
+//!         ExchangeNext::Done(result) => break result,
 //!     }
 //! };
 //! let Ok(GatewayReply::Connectors(rows)) = result else { panic!("a list answers rows") };
@@ -30,23 +31,24 @@
 //! ```
 
 use crate::tool_gateway::{
-    Account, ConnectorRow, GatewayCall, GatewayError, GatewayReply, MintRequest, MintRow,
+    Account, ConnectorRow, GatewayCall, GatewayError, GatewayReply, GatewayRoute, MintRequest,
+    MintRow,
 };
 use serde_json::Value;
 use std::fmt;
 use std::time::Duration;
 
-/// SPEC §6: a request that names no timeout gives the gateway this long.
+/// docs/contract.md#tool-gateway-api: a request that names no timeout gives the gateway this long.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// SPEC §6: the list stops following cursors after this many pages, so a gateway that keeps
-/// answering cursors cannot hold a call forever.
+/// docs/contract.md#tool-gateway-api: the list stops following cursors after this many pages, so a
+/// gateway that keeps answering cursors cannot hold a call forever.
 pub const DEFAULT_MAX_PAGES: usize = 20;
 
 /// The page size asked of the connector list.
 pub const PAGE_LIMIT: usize = 50;
 
-/// What a 429 waits when the gateway says nothing about it (SPEC §5.5).
+/// What a 429 waits when the gateway says nothing about it (docs/contract.md#watcher).
 pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// Where the gateway is and how to talk to it; shared by every call of one client.
@@ -66,8 +68,9 @@ pub struct ClientConfig {
 }
 
 impl ClientConfig {
-    /// A config with SPEC §6's defaults. Trailing `/`s of the origin are dropped, and an empty
-    /// token counts as none, so an env var set to `""` is refused rather than sent.
+    /// A config with the defaults of docs/contract.md#tool-gateway-api. Trailing `/`s of the origin
+    /// are dropped, and an empty token counts as none, so an env var set to `""` is refused rather
+    /// than sent.
     pub fn new(base_url: impl Into<String>, token: Option<String>) -> Self {
         let mut base_url = base_url.into();
         let trimmed = base_url.trim_end_matches('/').len();
@@ -91,7 +94,7 @@ impl ClientConfig {
 
     /// The config the environment describes (`CONNECTOR_GATEWAY_URL`,
     /// `CONNECTOR_GATEWAY_TOKEN`), from values the runtime read: `None` when no URL is set,
-    /// which means "use the embedded simulated gateway" (SPEC §6.1).
+    /// which means "use the embedded simulated gateway" (docs/contract.md#simulated-tool-gateway).
     pub fn from_env_values(url: Option<String>, token: Option<String>) -> Option<Self> {
         let url = url.filter(|u| !u.trim().is_empty())?;
         Some(ClientConfig::new(url.trim(), token))
@@ -129,28 +132,108 @@ impl fmt::Debug for ClientConfig {
 
 /// The HTTP methods the API uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Method {
+pub enum HttpMethod {
     /// The list and the account read.
     Get,
     /// The mint.
     Post,
 }
 
-impl Method {
+impl HttpMethod {
     /// The method as it goes on the request line.
     pub const fn as_str(self) -> &'static str {
         match self {
-            Method::Get => "GET",
-            Method::Post => "POST",
+            HttpMethod::Get => "GET",
+            HttpMethod::Post => "POST",
         }
+    }
+}
+
+/// The connector list's path; its pages add `?limit=` and `&cursor=`.
+const LIST_PATH: &str = "/v1/connectors";
+/// The mint's path.
+const MINT_PATH: &str = "/v1/connectors/connections";
+/// The account reads' path; the percent-encoded account id follows a `/`.
+const ACCOUNTS_PATH: &str = "/v1/connectors/accounts";
+
+impl GatewayRoute {
+    /// The HTTP method.
+    pub const fn method(self) -> HttpMethod {
+        match self {
+            GatewayRoute::List | GatewayRoute::Account => HttpMethod::Get,
+            GatewayRoute::Mint => HttpMethod::Post,
+        }
+    }
+
+    /// The path, the account's as a template: `/v1/connectors/accounts/{connection_id}`.
+    pub const fn path(self) -> &'static str {
+        match self {
+            GatewayRoute::List => LIST_PATH,
+            GatewayRoute::Mint => MINT_PATH,
+            GatewayRoute::Account => "/v1/connectors/accounts/{connection_id}",
+        }
+    }
+
+    /// The route a request path asks for, with what follows the accounts' path and its `/`
+    /// (the account id, still percent-encoded; empty for the list and the mint): how a
+    /// simulated tool gateway routes what it serves. The query is not part of `path`.
+    pub fn of_path(path: &str) -> Option<(GatewayRoute, &str)> {
+        match path {
+            LIST_PATH => Some((GatewayRoute::List, "")),
+            MINT_PATH => Some((GatewayRoute::Mint, "")),
+            _ => {
+                let id = path.strip_prefix(ACCOUNTS_PATH)?.strip_prefix('/')?;
+                Some((GatewayRoute::Account, id))
+            }
+        }
+    }
+
+    /// The method and the path, as logs name the route: `GET /v1/connectors`.
+    pub const fn endpoint(self) -> &'static str {
+        match self {
+            GatewayRoute::List => "GET /v1/connectors",
+            GatewayRoute::Mint => "POST /v1/connectors/connections",
+            GatewayRoute::Account => "GET /v1/connectors/accounts/{connection_id}",
+        }
+    }
+}
+
+/// The HTTP status a failure came with, when it came with one: the inverse of what
+/// [`InFlight::receive`] makes of a status.
+pub fn failure_status(error: &GatewayError) -> Option<u16> {
+    match error {
+        GatewayError::Auth { status } | GatewayError::Http { status } => Some(*status),
+        GatewayError::Unavailable => Some(404),
+        GatewayError::RateLimited { .. } => Some(429),
+        _ => None,
+    }
+}
+
+/// The outcome label of a call that answered.
+pub const OUTCOME_OK: &str = "ok";
+
+/// A call's outcome as logs and metrics name it: [`OUTCOME_OK`], or the kind of failure
+/// (`missing_token`, `auth`, `unavailable`, `rate_limited`, `http_5xx`, `http_4xx`,
+/// `transport`, `invalid_response`).
+pub fn outcome_label(result: &Result<GatewayReply, GatewayError>) -> &'static str {
+    match result {
+        Ok(_) => OUTCOME_OK,
+        Err(GatewayError::MissingToken) => "missing_token",
+        Err(GatewayError::Auth { .. }) => "auth",
+        Err(GatewayError::Unavailable) => "unavailable",
+        Err(GatewayError::RateLimited { .. }) => "rate_limited",
+        Err(GatewayError::Http { status }) if *status >= 500 => "http_5xx",
+        Err(GatewayError::Http { .. }) => "http_4xx",
+        Err(GatewayError::Transport(_)) => "transport",
+        Err(GatewayError::InvalidResponse(_)) => "invalid_response",
     }
 }
 
 /// One HTTP request to send, complete: the client adds nothing.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Request {
+pub struct HttpRequest {
     /// GET or POST.
-    pub method: Method,
+    pub method: HttpMethod,
     /// The full URL, query included.
     pub url: String,
     /// `Authorization`, `Content-Type` and `Accept`, in that order.
@@ -161,7 +244,7 @@ pub struct Request {
     pub timeout: Duration,
 }
 
-impl Request {
+impl HttpRequest {
     /// A header's value by case-insensitive name.
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
@@ -171,7 +254,7 @@ impl Request {
     }
 }
 
-impl fmt::Debug for Request {
+impl fmt::Debug for HttpRequest {
     // The Authorization header carries the token: never print it.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let headers: Vec<(&str, &str)> = self
@@ -186,7 +269,7 @@ impl fmt::Debug for Request {
                 (*k, v)
             })
             .collect();
-        f.debug_struct("Request")
+        f.debug_struct("HttpRequest")
             .field("method", &self.method)
             .field("url", &self.url)
             .field("headers", &headers)
@@ -198,7 +281,7 @@ impl fmt::Debug for Request {
 
 /// What came back for a request: only the parts the API reads.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Response {
+pub struct HttpResponse {
     /// The HTTP status code.
     pub status: u16,
     /// The raw `Retry-After` header, if any (read on a 429).
@@ -207,10 +290,10 @@ pub struct Response {
     pub body: Vec<u8>,
 }
 
-impl Response {
+impl HttpResponse {
     /// A response with no `Retry-After`.
     pub fn new(status: u16, body: impl Into<Vec<u8>>) -> Self {
-        Response {
+        HttpResponse {
             status,
             retry_after: None,
             body: body.into(),
@@ -236,12 +319,12 @@ pub enum TransportError {
 }
 
 /// The answer a client feeds back for a sent request.
-pub type Answer = Result<Response, TransportError>;
+pub type HttpAnswer = Result<HttpResponse, TransportError>;
 
 /// What to do next in an exchange.
 #[must_use = "an exchange goes on only when its request is sent and answered"]
 #[derive(Debug)]
-pub enum ExchangeStep {
+pub enum ExchangeNext {
     /// Send this request, then feed its answer to [`InFlight::receive`].
     Send(InFlight),
     /// The call is over.
@@ -254,13 +337,13 @@ pub enum ExchangeStep {
 #[derive(Debug)]
 pub struct InFlight {
     exchange: Exchange,
-    request: Request,
+    request: HttpRequest,
     retried: bool,
 }
 
 impl InFlight {
     /// The request to send.
-    pub fn request(&self) -> &Request {
+    pub fn request(&self) -> &HttpRequest {
         &self.request
     }
 
@@ -270,7 +353,7 @@ impl InFlight {
     }
 
     /// Feeds the request's answer; yields the next request or the call's result.
-    pub fn receive(self, answer: Answer) -> ExchangeStep {
+    pub fn receive(self, answer: HttpAnswer) -> ExchangeNext {
         let InFlight {
             mut exchange,
             request,
@@ -286,22 +369,23 @@ impl InFlight {
             ))),
         };
         match outcome {
-            Ok(Next::Fetch(next)) => exchange.send(next),
-            Ok(Next::Reply(reply)) => ExchangeStep::Done(Ok(reply)),
+            Ok(AfterResponse::Fetch(next)) => exchange.send(next),
+            Ok(AfterResponse::Reply(reply)) => ExchangeNext::Done(Ok(reply)),
             Err(err) if err.is_retryable() && !retried && exchange.retries(timed_out) => {
-                ExchangeStep::Send(InFlight {
+                ExchangeNext::Send(InFlight {
                     exchange,
                     request,
                     retried: true,
                 })
             }
-            Err(err) => ExchangeStep::Done(Err(err)),
+            Err(err) => ExchangeNext::Done(Err(err)),
         }
     }
 }
 
+/// The route an exchange runs, with what it gathered so far.
 #[derive(Debug)]
-enum Route {
+enum Leg {
     List {
         items: Vec<ConnectorRow>,
         pages: usize,
@@ -312,7 +396,7 @@ enum Route {
 
 /// One gateway call on its way through the API: the routes, pagination and the one retry.
 pub struct Exchange {
-    route: Route,
+    leg: Leg,
     base_url: String,
     /// `None`: the host adds its own credentials.
     token: Option<String>,
@@ -324,7 +408,7 @@ impl fmt::Debug for Exchange {
     // The token is a credential: never print it.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Exchange")
-            .field("route", &self.route)
+            .field("leg", &self.leg)
             .field("base_url", &self.base_url)
             .field("max_pages", &self.max_pages)
             .field("timeout", &self.timeout)
@@ -338,16 +422,16 @@ impl Exchange {
     pub fn run(
         config: &ClientConfig,
         call: &GatewayCall,
-        mut send: impl FnMut(&Request) -> Answer,
+        mut send: impl FnMut(&HttpRequest) -> HttpAnswer,
     ) -> Result<GatewayReply, GatewayError> {
-        let mut step = Exchange::start(config, call);
+        let mut next = Exchange::start(config, call);
         loop {
-            match step {
-                ExchangeStep::Send(in_flight) => {
+            match next {
+                ExchangeNext::Send(in_flight) => {
                     let answer = send(in_flight.request());
-                    step = in_flight.receive(answer);
+                    next = in_flight.receive(answer);
                 }
-                ExchangeStep::Done(result) => return result,
+                ExchangeNext::Done(result) => return result,
             }
         }
     }
@@ -362,25 +446,25 @@ impl Exchange {
     pub async fn run_async<F>(
         config: &ClientConfig,
         call: &GatewayCall,
-        mut send: impl FnMut(Request) -> F,
+        mut send: impl FnMut(HttpRequest) -> F,
     ) -> Result<GatewayReply, GatewayError>
     where
-        F: std::future::Future<Output = Answer>,
+        F: std::future::Future<Output = HttpAnswer>,
     {
-        let mut step = Exchange::start(config, call);
+        let mut next = Exchange::start(config, call);
         loop {
-            match step {
-                ExchangeStep::Send(in_flight) => {
+            match next {
+                ExchangeNext::Send(in_flight) => {
                     let answer = send(in_flight.request().clone()).await;
-                    step = in_flight.receive(answer);
+                    next = in_flight.receive(answer);
                 }
-                ExchangeStep::Done(result) => return result,
+                ExchangeNext::Done(result) => return result,
             }
         }
     }
 
     /// Starts any call (what a runtime does with an `Effect::Call`).
-    pub fn start(config: &ClientConfig, call: &GatewayCall) -> ExchangeStep {
+    pub fn start(config: &ClientConfig, call: &GatewayCall) -> ExchangeNext {
         match call {
             GatewayCall::List { timeout } => Exchange::list(config, *timeout),
             GatewayCall::Mint(request) => Exchange::mint(config, request),
@@ -392,18 +476,18 @@ impl Exchange {
     }
 
     /// Starts a list read: every page, `timeout` per request (`None`: the default).
-    pub fn list(config: &ClientConfig, timeout: Option<Duration>) -> ExchangeStep {
-        let route = Route::List {
+    pub fn list(config: &ClientConfig, timeout: Option<Duration>) -> ExchangeNext {
+        let leg = Leg::List {
             items: Vec::new(),
             pages: 0,
         };
         let timeout = timeout.unwrap_or(config.default_timeout);
-        Exchange::begin(config, route, timeout, |ex| ex.list_request(None))
+        Exchange::begin(config, leg, timeout, |ex| ex.list_request(None))
     }
 
     /// Starts a mint, with the default timeout. It is sent once whatever happens: the gateway
     /// cannot de-duplicate authorization starts.
-    pub fn mint(config: &ClientConfig, request: &MintRequest) -> ExchangeStep {
+    pub fn mint(config: &ClientConfig, request: &MintRequest) -> ExchangeNext {
         let mut body = serde_json::Map::new();
         let connectors = request
             .connectors
@@ -419,37 +503,37 @@ impl Exchange {
             body.insert("op".into(), op.as_str().into());
         }
         let body = Value::Object(body).to_string();
-        Exchange::begin(config, Route::Mint, config.default_timeout, |ex| {
-            let url = format!("{}/v1/connectors/connections", ex.base_url);
-            ex.request(Method::Post, url, Some(body))
+        Exchange::begin(config, Leg::Mint, config.default_timeout, |ex| {
+            let url = format!("{}{MINT_PATH}", ex.base_url);
+            ex.request(GatewayRoute::Mint.method(), url, Some(body))
         })
     }
 
     /// Starts an account read with the watcher's timeout.
-    pub fn account(config: &ClientConfig, connection_id: &str, timeout: Duration) -> ExchangeStep {
-        Exchange::begin(config, Route::Account, timeout, |ex| {
+    pub fn account(config: &ClientConfig, connection_id: &str, timeout: Duration) -> ExchangeNext {
+        Exchange::begin(config, Leg::Account, timeout, |ex| {
             let url = format!(
-                "{}/v1/connectors/accounts/{}",
+                "{}{ACCOUNTS_PATH}/{}",
                 ex.base_url,
                 percent_encode(connection_id)
             );
-            ex.request(Method::Get, url, None)
+            ex.request(GatewayRoute::Account.method(), url, None)
         })
     }
 
     fn begin(
         config: &ClientConfig,
-        route: Route,
+        leg: Leg,
         timeout: Duration,
-        first: impl FnOnce(&Exchange) -> Request,
-    ) -> ExchangeStep {
+        first: impl FnOnce(&Exchange) -> HttpRequest,
+    ) -> ExchangeNext {
         let token = match (config.token(), config.host_credentials) {
             (_, true) => None,
             (Some(token), false) => Some(token.to_owned()),
-            (None, false) => return ExchangeStep::Done(Err(GatewayError::MissingToken)),
+            (None, false) => return ExchangeNext::Done(Err(GatewayError::MissingToken)),
         };
         let exchange = Exchange {
-            route,
+            leg,
             base_url: config.base_url.trim_end_matches('/').to_owned(),
             token,
             max_pages: config.max_pages.max(1),
@@ -459,16 +543,16 @@ impl Exchange {
         exchange.send(request)
     }
 
-    fn send(self, request: Request) -> ExchangeStep {
-        ExchangeStep::Send(InFlight {
+    fn send(self, request: HttpRequest) -> ExchangeNext {
+        ExchangeNext::Send(InFlight {
             exchange: self,
             request,
             retried: false,
         })
     }
 
-    fn request(&self, method: Method, url: String, body: Option<String>) -> Request {
-        Request {
+    fn request(&self, method: HttpMethod, url: String, body: Option<String>) -> HttpRequest {
+        HttpRequest {
             method,
             url,
             headers: match &self.token {
@@ -487,35 +571,38 @@ impl Exchange {
         }
     }
 
-    fn list_request(&self, cursor: Option<&str>) -> Request {
-        let mut url = format!("{}/v1/connectors?limit={PAGE_LIMIT}", self.base_url);
+    fn list_request(&self, cursor: Option<&str>) -> HttpRequest {
+        let mut url = format!("{}{LIST_PATH}?limit={PAGE_LIMIT}", self.base_url);
         if let Some(cursor) = cursor {
             url.push_str("&cursor=");
             url.push_str(&percent_encode(cursor));
         }
-        self.request(Method::Get, url, None)
+        self.request(GatewayRoute::List.method(), url, None)
     }
 
-    /// Whether a retryable failure of this route gets its one retry. The mint never does: the
-    /// gateway cannot de-duplicate authorization starts. An account read that timed out does
-    /// not either: its timeout is the time the watcher had left for it, so the attempt spent
-    /// all of it and a retry could only run past the deadline.
-    fn retries(&self, timed_out: bool) -> bool {
-        match self.route {
-            Route::Mint => false,
-            Route::Account => !timed_out,
-            Route::List { .. } => true,
+    /// The route this exchange runs.
+    fn route(&self) -> GatewayRoute {
+        match self.leg {
+            Leg::List { .. } => GatewayRoute::List,
+            Leg::Mint => GatewayRoute::Mint,
+            Leg::Account => GatewayRoute::Account,
         }
     }
 
-    fn on_response(&mut self, response: Response) -> Result<Next, GatewayError> {
+    /// Whether a retryable failure of this request gets its one retry
+    /// ([`GatewayRoute::retries`]).
+    fn retries(&self, timed_out: bool) -> bool {
+        self.route().retries(timed_out)
+    }
+
+    fn on_response(&mut self, response: HttpResponse) -> Result<AfterResponse, GatewayError> {
         let status = response.status;
         match status {
             200..=299 => {}
             401 | 403 => return Err(GatewayError::Auth { status }),
             // Any 404 on the account route means "not known yet", whatever its body says.
-            404 if matches!(self.route, Route::Account) => {
-                return Ok(Next::Reply(GatewayReply::Account(None)));
+            404 if matches!(self.leg, Leg::Account) => {
+                return Ok(AfterResponse::Reply(GatewayReply::Account(None)));
             }
             404 => return Err(GatewayError::Unavailable),
             429 => {
@@ -527,29 +614,33 @@ impl Exchange {
         }
         let body: Value = serde_json::from_slice(&response.body)
             .map_err(|e| GatewayError::invalid(format!("the body is not JSON ({e})")))?;
-        match &mut self.route {
-            Route::List { items, pages } => {
+        match &mut self.leg {
+            Leg::List { items, pages } => {
                 let page = parse_list_page(body)?;
                 items.extend(page.items);
                 *pages += 1;
                 match page.next_cursor {
                     Some(cursor) if *pages < self.max_pages => {
-                        Ok(Next::Fetch(self.list_request(Some(&cursor))))
+                        Ok(AfterResponse::Fetch(self.list_request(Some(&cursor))))
                     }
-                    _ => Ok(Next::Reply(GatewayReply::Connectors(std::mem::take(items)))),
+                    _ => Ok(AfterResponse::Reply(GatewayReply::Connectors(
+                        std::mem::take(items),
+                    ))),
                 }
             }
-            Route::Mint => Ok(Next::Reply(GatewayReply::Minted(parse_mint(&body)?))),
-            Route::Account => Ok(Next::Reply(GatewayReply::Account(Some(
+            Leg::Mint => Ok(AfterResponse::Reply(GatewayReply::Minted(parse_mint(
+                &body,
+            )?))),
+            Leg::Account => Ok(AfterResponse::Reply(GatewayReply::Account(Some(
                 Account::from_json(&body)?,
             )))),
         }
     }
 }
 
-enum Next {
+enum AfterResponse {
     /// Another list page.
-    Fetch(Request),
+    Fetch(HttpRequest),
     /// The call's answer.
     Reply(GatewayReply),
 }
@@ -597,7 +688,7 @@ fn parse_mint(body: &Value) -> Result<Vec<MintRow>, GatewayError> {
 /// The `Retry-After` header in (possibly fractional) seconds, else the body's
 /// `retryAfterMs`, else 1 s. An HTTP-date header is not understood (no clock here) and falls
 /// through to the body.
-fn retry_after(response: &Response) -> Duration {
+fn retry_after(response: &HttpResponse) -> Duration {
     let from_header = response
         .retry_after
         .as_deref()
@@ -641,19 +732,41 @@ mod tests {
 
     const BASE: &str = "http://gw.test:8080";
 
+    #[test]
+    fn each_route_is_named_by_its_method_and_path() {
+        for route in GatewayRoute::ALL {
+            assert_eq!(
+                route.endpoint(),
+                format!("{} {}", route.method().as_str(), route.path())
+            );
+            assert_eq!(GatewayRoute::parse(route.name()), Some(route));
+        }
+        assert_eq!(GatewayRoute::parse("accounts"), None);
+        assert_eq!(
+            GatewayRoute::of_path("/v1/connectors"),
+            Some((GatewayRoute::List, ""))
+        );
+        assert_eq!(
+            GatewayRoute::of_path("/v1/connectors/accounts/ca_1%2F"),
+            Some((GatewayRoute::Account, "ca_1%2F"))
+        );
+        assert_eq!(GatewayRoute::of_path("/v1/connectors/accounts"), None);
+        assert_eq!(GatewayRoute::of_path("/v1/connectors/"), None);
+    }
+
     fn config() -> ClientConfig {
         ClientConfig::new(BASE, Some("s3cret".into()))
     }
 
-    fn ok(body: Value) -> Answer {
-        Ok(Response::new(200, body.to_string()))
+    fn ok(body: Value) -> HttpAnswer {
+        Ok(HttpResponse::new(200, body.to_string()))
     }
 
-    fn status(code: u16) -> Answer {
-        Ok(Response::new(code, "{}"))
+    fn status(code: u16) -> HttpAnswer {
+        Ok(HttpResponse::new(code, "{}"))
     }
 
-    fn failed() -> Answer {
+    fn failed() -> HttpAnswer {
         Err(TransportError::Failed("connection refused".into()))
     }
 
@@ -661,8 +774,8 @@ mod tests {
     fn drive(
         config: &ClientConfig,
         call: &GatewayCall,
-        answers: Vec<Answer>,
-    ) -> (Result<GatewayReply, GatewayError>, Vec<Request>) {
+        answers: Vec<HttpAnswer>,
+    ) -> (Result<GatewayReply, GatewayError>, Vec<HttpRequest>) {
         let mut answers = VecDeque::from(answers);
         let mut sent = Vec::new();
         let result = Exchange::run(config, call, |request| {
@@ -743,7 +856,7 @@ mod tests {
         let page = || ok(json!({"items": [row("gmail")], "nextCursor": null}));
         let (result, sent) = drive(&config(), &list(), vec![page()]);
         assert_eq!(names(result), ["gmail"]);
-        assert_eq!(sent[0].method, Method::Get);
+        assert_eq!(sent[0].method, HttpMethod::Get);
         assert_eq!(sent[0].url, format!("{BASE}/v1/connectors?limit=50"));
         assert_eq!(sent[0].body, None);
         assert_eq!(sent[0].timeout, DEFAULT_TIMEOUT);
@@ -782,7 +895,7 @@ mod tests {
         assert_eq!(rows[0].connect_url.as_deref(), Some("https://c/1"));
         assert_eq!(rows[1].status, MintStatus::Active);
         let req = &sent[0];
-        assert_eq!(req.method, Method::Post);
+        assert_eq!(req.method, HttpMethod::Post);
         assert_eq!(req.url, format!("{BASE}/v1/connectors/connections"));
         assert_eq!(req.timeout, Duration::from_secs(4));
         assert_eq!(
@@ -821,7 +934,7 @@ mod tests {
         };
         assert_eq!(acc.status, AccountStatus::Active);
         assert_eq!(&*acc.connection_id, "ca_1/x y?");
-        assert_eq!(sent[0].method, Method::Get);
+        assert_eq!(sent[0].method, HttpMethod::Get);
         assert_eq!(
             sent[0].url,
             format!("{BASE}/v1/connectors/accounts/ca_1%2Fx%20y%3F")
@@ -871,7 +984,7 @@ mod tests {
             // A hand-built config with an empty token is refused too.
             let mut config = config;
             config.token = token.map(|_| String::new());
-            let ExchangeStep::Done(Err(GatewayError::MissingToken)) =
+            let ExchangeNext::Done(Err(GatewayError::MissingToken)) =
                 Exchange::start(&config, &list())
             else {
                 panic!("an empty token must not be sent");
@@ -915,7 +1028,7 @@ mod tests {
 
     #[test]
     fn list_stops_after_the_page_cap() {
-        let endless = |n: usize| -> Vec<Answer> {
+        let endless = |n: usize| -> Vec<HttpAnswer> {
             (0..n)
                 .map(|i| ok(json!({"items": [row(&format!("c{i}"))], "nextCursor": format!("p{}", i + 1)})))
                 .collect()
@@ -928,7 +1041,10 @@ mod tests {
         assert!(sent[19].url.ends_with("&cursor=p19"));
 
         let (result, sent) = drive(&config().with_max_pages(3), &list(), endless(3));
-        assert_eq!((result.map(|r| r.kind()), sent.len()), (Ok("list"), 3));
+        assert_eq!(
+            (result.map(|r| r.route()), sent.len()),
+            (Ok(GatewayRoute::List), 3)
+        );
         // A cap of zero still reads one page.
         let (_, sent) = drive(&config().with_max_pages(0), &list(), endless(1));
         assert_eq!(sent.len(), 1);
@@ -958,7 +1074,7 @@ mod tests {
             "",
             "<html>nope</html>",
         ] {
-            let answer = Ok(Response::new(404, body));
+            let answer = Ok(HttpResponse::new(404, body));
             let (result, sent) = drive(&config(), &account("ca_1"), vec![answer]);
             assert_eq!(result, Ok(GatewayReply::Account(None)));
             assert_eq!(sent.len(), 1);
@@ -973,55 +1089,55 @@ mod tests {
             assert_eq!(sent.len(), 1, "only >= 500 is retried");
         }
         // A 2xx with no body is not a parseable answer.
-        let (result, _) = drive(&config(), &list(), vec![Ok(Response::new(204, ""))]);
+        let (result, _) = drive(&config(), &list(), vec![Ok(HttpResponse::new(204, ""))]);
         assert!(matches!(err(result), GatewayError::InvalidResponse(_)));
     }
 
     #[test]
     fn rate_limit_prefers_the_header_then_the_body_then_one_second() {
-        let cases: Vec<(Response, Duration)> = vec![
+        let cases: Vec<(HttpResponse, Duration)> = vec![
             (
-                Response::new(429, "{}").with_retry_after("2"),
+                HttpResponse::new(429, "{}").with_retry_after("2"),
                 Duration::from_secs(2),
             ),
             (
-                Response::new(429, "").with_retry_after(" 0.25 "),
+                HttpResponse::new(429, "").with_retry_after(" 0.25 "),
                 Duration::from_millis(250),
             ),
             (
-                Response::new(429, r#"{"retryAfterMs": 9000}"#).with_retry_after("3"),
+                HttpResponse::new(429, r#"{"retryAfterMs": 9000}"#).with_retry_after("3"),
                 Duration::from_secs(3),
             ),
             (
-                Response::new(429, r#"{"retryAfterMs": 1500}"#),
+                HttpResponse::new(429, r#"{"retryAfterMs": 1500}"#),
                 Duration::from_millis(1500),
             ),
             (
-                Response::new(429, r#"{"retryAfterMs": 2.5}"#),
+                HttpResponse::new(429, r#"{"retryAfterMs": 2.5}"#),
                 Duration::from_micros(2500),
             ),
             (
-                Response::new(429, r#"{"retryAfterMs": 700}"#).with_retry_after("soon"),
+                HttpResponse::new(429, r#"{"retryAfterMs": 700}"#).with_retry_after("soon"),
                 Duration::from_millis(700),
             ),
             (
-                Response::new(429, "{}").with_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
+                HttpResponse::new(429, "{}").with_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
                 DEFAULT_RETRY_AFTER,
             ),
             (
-                Response::new(429, "{}").with_retry_after("-1"),
+                HttpResponse::new(429, "{}").with_retry_after("-1"),
                 DEFAULT_RETRY_AFTER,
             ),
             (
-                Response::new(429, r#"{"retryAfterMs": -5}"#),
+                HttpResponse::new(429, r#"{"retryAfterMs": -5}"#),
                 DEFAULT_RETRY_AFTER,
             ),
             (
-                Response::new(429, r#"{"retryAfterMs": "10"}"#),
+                HttpResponse::new(429, r#"{"retryAfterMs": "10"}"#),
                 DEFAULT_RETRY_AFTER,
             ),
-            (Response::new(429, "not json"), DEFAULT_RETRY_AFTER),
-            (Response::new(429, ""), Duration::from_secs(1)),
+            (HttpResponse::new(429, "not json"), DEFAULT_RETRY_AFTER),
+            (HttpResponse::new(429, ""), Duration::from_secs(1)),
         ];
         for (response, expected) in cases {
             for call in [list(), mint(&["gmail"]), account("ca_1")] {
@@ -1042,23 +1158,23 @@ mod tests {
     fn out_of_range_retry_after_values_fall_back_and_huge_ones_are_kept() {
         for (response, expected) in [
             (
-                Response::new(429, "{}").with_retry_after("inf"),
+                HttpResponse::new(429, "{}").with_retry_after("inf"),
                 DEFAULT_RETRY_AFTER,
             ),
             (
-                Response::new(429, "{}").with_retry_after("NaN"),
+                HttpResponse::new(429, "{}").with_retry_after("NaN"),
                 DEFAULT_RETRY_AFTER,
             ),
             (
-                Response::new(429, "{}").with_retry_after("1e30"),
+                HttpResponse::new(429, "{}").with_retry_after("1e30"),
                 DEFAULT_RETRY_AFTER,
             ),
             (
-                Response::new(429, r#"{"retryAfterMs": 1e300}"#),
+                HttpResponse::new(429, r#"{"retryAfterMs": 1e300}"#),
                 DEFAULT_RETRY_AFTER,
             ),
             (
-                Response::new(429, "{}").with_retry_after("1e18"),
+                HttpResponse::new(429, "{}").with_retry_after("1e18"),
                 Duration::from_secs(1_000_000_000_000_000_000),
             ),
         ] {
@@ -1075,7 +1191,7 @@ mod tests {
     #[test]
     fn a_body_nested_past_the_recursion_limit_is_an_invalid_response() {
         let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
-        let (result, _) = drive(&config(), &list(), vec![Ok(Response::new(200, deep))]);
+        let (result, _) = drive(&config(), &list(), vec![Ok(HttpResponse::new(200, deep))]);
         assert!(matches!(err(result), GatewayError::InvalidResponse(_)));
     }
 
@@ -1142,15 +1258,15 @@ mod tests {
         let call = GatewayCall::List {
             timeout: Some(Duration::from_secs(7)),
         };
-        let ExchangeStep::Send(first) = Exchange::start(&config(), &call) else {
+        let ExchangeNext::Send(first) = Exchange::start(&config(), &call) else {
             panic!()
         };
         assert!(!first.is_retry());
-        let ExchangeStep::Send(second) = first.receive(Err(TransportError::TimedOut)) else {
+        let ExchangeNext::Send(second) = first.receive(Err(TransportError::TimedOut)) else {
             panic!()
         };
         assert!(second.is_retry());
-        let ExchangeStep::Done(Err(GatewayError::Transport(reason))) =
+        let ExchangeNext::Done(Err(GatewayError::Transport(reason))) =
             second.receive(Err(TransportError::TimedOut))
         else {
             panic!()
@@ -1246,11 +1362,11 @@ mod tests {
             (account("ca_1"), r#"{"connector": "g", "status": "active"}"#),
         ];
         for (call, body) in bad {
-            let (result, sent) = drive(&config(), &call, vec![Ok(Response::new(200, body))]);
+            let (result, sent) = drive(&config(), &call, vec![Ok(HttpResponse::new(200, body))]);
             assert!(
                 matches!(err(result), GatewayError::InvalidResponse(_)),
                 "{body} on {}",
-                call.route()
+                call.route().name()
             );
             assert_eq!(sent.len(), 1, "invalid responses are not retried");
         }
@@ -1316,7 +1432,7 @@ mod tests {
 
     #[test]
     fn the_async_loop_sends_and_answers_as_the_blocking_one() {
-        let scripts: Vec<(GatewayCall, Vec<Answer>)> = vec![
+        let scripts: Vec<(GatewayCall, Vec<HttpAnswer>)> = vec![
             (
                 list(),
                 vec![
@@ -1340,8 +1456,8 @@ mod tests {
                 sent_async.push(request);
                 std::future::ready(queue.pop_front().expect("no more requests than scripted"))
             }));
-            assert_eq!(result, blocking, "{}", call.route());
-            assert_eq!(sent_async, sent, "{}", call.route());
+            assert_eq!(result, blocking, "{}", call.route().name());
+            assert_eq!(sent_async, sent, "{}", call.route().name());
             assert!(queue.is_empty());
         }
         // No token: refused without sending, like the blocking loop.
@@ -1366,7 +1482,7 @@ mod tests {
     fn debug_output_never_shows_the_token() {
         let config = config();
         assert!(!format!("{config:?}").contains("s3cret"));
-        let ExchangeStep::Send(in_flight) = Exchange::start(&config, &list()) else {
+        let ExchangeNext::Send(in_flight) = Exchange::start(&config, &list()) else {
             panic!()
         };
         let text = format!("{in_flight:?}");

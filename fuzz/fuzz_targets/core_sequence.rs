@@ -1,5 +1,5 @@
 //! Random sequences of core `Input`s at random instants, steering the seeded scenario
-//! generator; every SPEC §10 invariant is checked after every step.
+//! generator; every invariant of docs/contract.md#invariants is checked after every step.
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {

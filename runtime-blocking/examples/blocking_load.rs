@@ -56,8 +56,8 @@ fn context(
         ToolContext::new(registry.clone(), "", gateway.clone());
     ctx.surface = Surface::Desktop;
     ctx.events = Some(card_counter(cards));
-    ctx.deadline = deadline;
-    ctx.tick = tick;
+    ctx.options.deadline = deadline;
+    ctx.options.tick = tick;
     if !worker_calls() {
         ctx.calls = Some(Arc::new(connop_blocking::InlineCalls(gateway)));
     }

@@ -7,8 +7,8 @@ the result holds) is decided by connop's core. The contract the module follows (
 returns, exceptions, threads, payloads, limits) is docs/python.md in connop's repository.
 """
 
-from typing import (Any, Callable, Iterable, Literal, Mapping, Optional, Protocol, Sequence,
-                    Tuple, Union)
+from typing import (Any, Callable, Container, Iterable, Literal, Mapping, Optional, Protocol,
+                    Sequence, Tuple, Union)
 
 __version__: str
 
@@ -202,6 +202,7 @@ def manage_connections(
     surface: Literal["", "desktop", "tui", "cli", "messaging"] = "",
     on_card: Optional[Callable[[dict], Any]] = None,
     on_update: Optional[Callable[[dict], Any]] = None,
+    updates_for: Optional[Container[str]] = None,
     tick: float = 1.0,
     deadline: float = 300.0,
     local_catalog: Sequence[str] = (),
@@ -223,8 +224,9 @@ def manage_connections(
     ``on_card`` is given, and the call blocks until the operation settles; ``cli`` and
     ``messaging`` (a chat platform) return the links at once. ``on_card`` gets the card request
     once: an exception it raises settles the operation ``interrupt`` at once and is raised
-    here. ``on_update`` gets every update frame; an exception it raises is reported as
-    unraisable. ``tick``: seconds between a row's reads, at least 0.01 (a smaller one, 0
+    here. ``on_update`` gets every update frame (with ``updates_for``, a container of
+    operation ids, only the frames of the operations in it, asked frame by frame, so a frame
+    no one wants is never built); an exception it raises is reported as unraisable. ``tick``: seconds between a row's reads, at least 0.01 (a smaller one, 0
     included, reads every 0.01 s). ``hosted_names`` answers the misroute check instead of the
     connector list (``None`` from it: unknown). ``desktop_return_to`` names the desktop app
     sent as ``returnTo`` on the desktop surface (default ``connop-desktop``); ``return_to`` is

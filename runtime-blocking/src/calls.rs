@@ -7,8 +7,8 @@
 //!   the operation settles at once on an interrupt, a card answer or the deadline while a
 //!   call is out. An operation's calls start in the order it made them, each as soon as a
 //!   thread is free, never behind another of its calls still out: a stalled read of one row
-//!   holds back no other row's reads (SPEC §12.1). A call whose answer the flow no longer
-//!   awaits (it settled) is not started. A thread is busy only while it runs calls: a
+//!   holds back no other row's reads (docs/contract.md#return-hints). A call whose answer the flow
+//!   no longer awaits (it settled) is not started. A thread is busy only while it runs calls: a
 //!   thousand parked operations whose reads answer in a millisecond share a few threads, and
 //!   none is started per operation.
 

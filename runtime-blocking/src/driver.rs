@@ -4,7 +4,7 @@
 //! unparks it) or until the next wake-up, one re-armable deadline, never sliced.
 
 use crate::calls::WorkerCalls;
-use crate::handle::{CallStarter, Next, OpHandle, Started, ToolContext};
+use crate::handle::{CallStarter, CallsStarted, Next, OpHandle, ToolContext};
 use connop_core::tool::ToolResult;
 use connop_core::tool_gateway::BlockingToolGateway;
 use serde_json::Value;
@@ -18,8 +18,8 @@ use std::time::Instant;
 ///
 /// The result comes back typed, as the core froze it: the host serializes it as it needs
 /// ([`ToolResult::to_json`] for text, [`ToolResult::to_value`] for a value), after it has
-/// it. Built as a `serde_json::Value` here, it cost a caller woken from a long sleep about
-/// as much as the wake-up itself (a map and a string per key, in memory gone cold).
+/// it: a `serde_json::Value` built here, a map and a string per key, would cost a caller woken
+/// from a long sleep about as much again as the wake-up, in memory gone cold.
 pub fn manage_connections(
     args: &Value,
     context: &ToolContext<dyn BlockingToolGateway>,
@@ -64,7 +64,7 @@ fn run(op: &OpHandle) {
     // This driver's calls go to a starter: none come out of its steps.
     let mut start = |calls: &mut Vec<_>, _: &mut Vec<_>| {
         debug_assert!(calls.is_empty(), "calls for a blocking driver");
-        Started::AtOnce
+        CallsStarted::AtOnce
     };
     loop {
         match op.step(&mut answers, &mut calls, &mut start, &waker) {

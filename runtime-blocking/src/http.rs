@@ -1,11 +1,11 @@
-//! The blocking HTTP client of the tool gateway (SPEC §6).
+//! The blocking HTTP client of the tool gateway (docs/contract.md#tool-gateway-api).
 //!
 //! Every rule of the API lives in [`connop_core::wire`]; this client only moves the bytes of
 //! each request the exchange yields with isahc and feeds the answer back. The isahc helpers
 //! here are public so the async client sends exactly the same requests.
 
 use connop_core::tool_gateway::{BlockingToolGateway, GatewayCall, GatewayError, GatewayReply};
-use connop_core::wire::{self, Answer, ClientConfig, Exchange, Method, TransportError};
+use connop_core::wire::{self, ClientConfig, Exchange, HttpAnswer, HttpMethod, TransportError};
 use isahc::HttpClient;
 use isahc::config::Configurable;
 use std::io::Read;
@@ -40,14 +40,14 @@ pub enum HttpError {
 }
 
 /// The client config the environment names, or `None` when `CONNECTOR_GATEWAY_URL` is unset
-/// (the host then runs the embedded simulated gateway, SPEC §6.1).
+/// (the host then runs the embedded simulated gateway, docs/contract.md#simulated-tool-gateway).
 pub fn env_config() -> Option<ClientConfig> {
     ClientConfig::from_env_values(std::env::var(URL_VAR).ok(), std::env::var(TOKEN_VAR).ok())
 }
 
 /// Builds the isahc request for a wire request, body type left to the caller (sync `Body` or
 /// `AsyncBody`), so both clients send byte-identical requests.
-pub fn to_isahc<B>(request: &wire::Request) -> Result<isahc::Request<B>, TransportError>
+pub fn to_isahc<B>(request: &wire::HttpRequest) -> Result<isahc::Request<B>, TransportError>
 where
     B: From<Vec<u8>> + From<()>,
 {
@@ -84,13 +84,13 @@ pub fn body_error(error: std::io::Error) -> TransportError {
 }
 
 /// The wire response for an isahc response whose body was read.
-pub fn to_wire<B>(response: &isahc::Response<B>, body: Vec<u8>) -> wire::Response {
+pub fn to_wire<B>(response: &isahc::Response<B>, body: Vec<u8>) -> wire::HttpResponse {
     let retry_after = response
         .headers()
         .get("retry-after")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    wire::Response {
+    wire::HttpResponse {
         status: response.status().as_u16(),
         retry_after,
         body,
@@ -141,11 +141,11 @@ impl HttpToolGateway {
     }
 
     /// Sends one wire request and reads the whole answer (at most [`MAX_BODY`] bytes of it).
-    pub fn send(&self, request: &wire::Request) -> Answer {
+    pub fn send(&self, request: &wire::HttpRequest) -> HttpAnswer {
         // The mint is the API's only POST.
         let client = match request.method {
-            Method::Post => &self.mint_client,
-            Method::Get => &self.client,
+            HttpMethod::Post => &self.mint_client,
+            HttpMethod::Get => &self.client,
         };
         let request: isahc::Request<isahc::Body> = to_isahc(request)?;
         let mut response = client.send(request).map_err(|e| transport_error(&e))?;

@@ -44,8 +44,8 @@ fn context(
         ToolContext::new(registry.clone(), "", gateway);
     ctx.surface = Surface::Desktop;
     ctx.events = Some(card_counter(cards));
-    ctx.deadline = deadline;
-    ctx.tick = tick;
+    ctx.options.deadline = deadline;
+    ctx.options.tick = tick;
     ctx
 }
 

@@ -3,7 +3,7 @@
 //! for every operation due in the same slot); any input from another thread or task wakes it
 //! through the waker [`OpHandle::step`] registered (no allocation per wait).
 
-use connop_blocking::{Answer, DriverCall, Next, OpHandle, Started, ToolContext};
+use connop_blocking::{CallAnswer, CallsStarted, DriverCall, Next, OpHandle, ToolContext};
 use connop_core::tool::ToolResult;
 use connop_core::tool_gateway::{AsyncToolGateway, CallId, GatewayFuture};
 use futures_lite::future::poll_fn;
@@ -23,9 +23,9 @@ pub async fn run_to_end(op: &OpHandle, gateway: &Arc<dyn AsyncToolGateway>) -> T
 thread_local! {
     /// The answers and calls a driver's poll passes around, shared by every operation the
     /// thread drives: a poll starts them empty and leaves them empty unless its operation
-    /// finished, so one pair, warm in the cache, serves them all (a pair per operation would be two more lines a parked
-    /// operation's tick finds cold).
-    static SCRATCH: RefCell<(Vec<Answer>, Vec<DriverCall>)> =
+    /// finished, so one pair, warm in the cache, serves them all; a pair per operation would be
+    /// two more cache lines for a parked operation's tick to load from cold memory.
+    static SCRATCH: RefCell<(Vec<CallAnswer>, Vec<DriverCall>)> =
         const { RefCell::new((Vec::new(), Vec::new())) };
 }
 
@@ -68,7 +68,7 @@ fn poll_step(
     gateway: &Arc<dyn AsyncToolGateway>,
     cx: &mut Context<'_>,
     in_flight: &mut Vec<(CallId, GatewayFuture)>,
-    answers: &mut Vec<Answer>,
+    answers: &mut Vec<CallAnswer>,
     calls: &mut Vec<DriverCall>,
     alarm: &mut crate::timers::Alarm,
 ) -> Poll<()> {
@@ -82,7 +82,7 @@ fn poll_step(
         });
     }
     let waker = cx.waker();
-    let mut start = |calls: &mut Vec<DriverCall>, answers: &mut Vec<Answer>| {
+    let mut start = |calls: &mut Vec<DriverCall>, answers: &mut Vec<CallAnswer>| {
         start_calls(
             gateway,
             &mut Context::from_waker(waker),
@@ -110,9 +110,9 @@ fn start_calls(
     gateway: &Arc<dyn AsyncToolGateway>,
     cx: &mut Context<'_>,
     calls: &mut Vec<DriverCall>,
-    answers: &mut Vec<Answer>,
+    answers: &mut Vec<CallAnswer>,
     in_flight: &mut Vec<(CallId, GatewayFuture)>,
-) -> Started {
+) -> CallsStarted {
     for (id, call) in calls.drain(..) {
         match gateway.call(call) {
             GatewayFuture::Ready(Some(answer)) => answers.push((id, answer)),
@@ -122,7 +122,7 @@ fn start_calls(
             },
         }
     }
-    Started::AtOnce
+    CallsStarted::AtOnce
 }
 
 /// Runs one `manage_connections` tool call as a future and returns its result. On the card
@@ -131,8 +131,8 @@ fn start_calls(
 ///
 /// The result comes back typed, as the core froze it: the host serializes it as it needs
 /// ([`ToolResult::to_json`] for text, [`ToolResult::to_value`] for a value), after it has
-/// it. Built as a `serde_json::Value` here, on an executor just woken, it cost about as much
-/// as the wake-up itself (a map and a string per key, in memory gone cold).
+/// it: a `serde_json::Value` built here, a map and a string per key, would cost an executor
+/// just woken about as much again as the wake-up, in memory gone cold.
 pub async fn manage_connections(
     args: &Value,
     context: &ToolContext<dyn AsyncToolGateway>,

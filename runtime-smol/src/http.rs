@@ -1,4 +1,4 @@
-//! The async HTTP client of the tool gateway (SPEC §6).
+//! The async HTTP client of the tool gateway (docs/contract.md#tool-gateway-api).
 //!
 //! The same [`connop_core::wire`] exchange as the blocking client, with the bytes moved by
 //! isahc's async API: a request runs on isahc's own agent thread, so awaiting it never blocks
@@ -9,7 +9,7 @@ use connop_blocking::http::{
     transport_error,
 };
 use connop_core::tool_gateway::{AsyncToolGateway, GatewayCall, GatewayFuture};
-use connop_core::wire::{self, Answer, ClientConfig, Exchange, Method};
+use connop_core::wire::{self, ClientConfig, Exchange, HttpAnswer, HttpMethod};
 use futures_lite::io::AsyncReadExt;
 use isahc::HttpClient;
 use std::sync::Arc;
@@ -61,11 +61,11 @@ impl AsyncHttpToolGateway {
     }
 
     /// Sends one wire request and reads the whole answer (at most [`MAX_BODY`] bytes of it).
-    pub async fn send(&self, request: &wire::Request) -> Answer {
+    pub async fn send(&self, request: &wire::HttpRequest) -> HttpAnswer {
         // The mint is the API's only POST.
         let client = match request.method {
-            Method::Post => &self.0.mint_client,
-            Method::Get => &self.0.client,
+            HttpMethod::Post => &self.0.mint_client,
+            HttpMethod::Get => &self.0.client,
         };
         let request: isahc::Request<isahc::AsyncBody> = to_isahc(request)?;
         let mut response = client

@@ -6,11 +6,10 @@
 //! wake-up. The operation handle, registry, interrupt token and tool context are the ones of
 //! [`connop_blocking::handle`], so hosts use the same API on both runtimes.
 //!
-//! With `default-features = false` this crate is the runtime only: the driver and the async
-//! HTTP client of the tool gateway. The default `app` feature adds the `connop` application.
+//! This crate is the runtime only: the driver and the async HTTP client of the tool gateway.
+//! The `connop` application (JSON-RPC server, HTTP API, store, card, simulated tool gateway)
+//! is the unpublished `connop-app` crate beside it (`runtime-smol/app/`).
 
-#[cfg(feature = "app")]
-pub mod app;
 pub mod driver;
 pub mod http;
 mod timers;

@@ -102,7 +102,7 @@ fn core_only(bencher: divan::Bencher) {
         .with_inputs(FlipGateway::new)
         .bench_local_values(|gateway| {
             let mut config = FlowConfig::new(RegistryKey::new("/bench/.connop", "s1"));
-            config.tick = Duration::ZERO;
+            config.options.tick = Duration::ZERO;
             config.surface = Surface::Desktop;
             let mut now = Timestamp::from_secs(1_800_000_000);
             let mut flow = Flow::start(&args, config, [1, 2, 3, 4, 5, 6], now);
@@ -136,7 +136,7 @@ fn core_only(bencher: divan::Bencher) {
 fn context<G: ?Sized>(gateway: Arc<G>) -> ToolContext<G> {
     let mut ctx = ToolContext::new(SharedRegistry::new("/bench/.connop"), "s1", gateway);
     ctx.surface = Surface::Desktop;
-    ctx.tick = Duration::ZERO;
+    ctx.options.tick = Duration::ZERO;
     ctx.events = Some(Arc::new(|event: &Event| {
         divan::black_box(event);
     }));

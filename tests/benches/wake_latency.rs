@@ -114,7 +114,7 @@ fn measure(runtime: Runtime, kind: Kind, ops: usize, tick: Duration, seed: u64) 
                 ctx.events = Some(events);
                 ctx.interrupt = Some(interrupt);
                 ctx.calls = Some(Arc::new(connop_blocking::InlineCalls(gateway)));
-                ctx.tick = tick;
+                ctx.options.tick = tick;
                 let (args, done_tx) = (args.clone(), done_tx.clone());
                 workers.push(
                     std::thread::Builder::new()
@@ -138,7 +138,7 @@ fn measure(runtime: Runtime, kind: Kind, ops: usize, tick: Duration, seed: u64) 
                     ctx.surface = Surface::Desktop;
                     ctx.events = Some(events);
                     ctx.interrupt = Some(interrupt);
-                    ctx.tick = tick;
+                    ctx.options.tick = tick;
                     ctx
                 })
                 .collect();

@@ -6,7 +6,7 @@
 //! generator put in: return hints scheduled, and scenarios whose timers fire late (slack).
 
 use connop_core::flow::Input;
-use connop_fixtures::random::{Scenario, replay_command};
+use connop_fixtures::random::{RandomScenario, replay_command};
 use connop_fixtures::sim::Scheduled;
 use std::time::Instant;
 
@@ -19,7 +19,7 @@ fn main() {
     let (mut hints, mut with_hints, mut with_slack) = (0u64, 0u64, 0u64);
     let started = Instant::now();
     for seed in first..first + n {
-        let mut scenario = Scenario::generate(seed);
+        let mut scenario = RandomScenario::generate(seed);
         scenario.sim.logging = false;
         let seed_hints = scenario
             .sim

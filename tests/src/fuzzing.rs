@@ -1,22 +1,22 @@
 //! The bodies of the fuzz targets of the application's listeners, shared by the `fuzz/` crate
 //! (libFuzzer drives them) and by the corpus replay test (the normal test command runs every
 //! committed input through them). They live here, beside the core's in
-//! `connop_fixtures::fuzzing`, because they reach the application (`connop_smol::app`).
+//! `connop_fixtures::fuzzing`, because they reach the application (`connop_app`).
 //!
 //! Each takes arbitrary bytes and panics only when a property fails.
 
-use connop_core::flow::Input;
-use connop_core::operation::Text;
-use connop_fixtures::fuzzing::{Reached, Target};
-use connop_fixtures::{ScriptedToolGateway, Sim};
-use connop_smol::app::api::executor::TurnExecutor;
-use connop_smol::app::api::{Api, ApiConfig};
-use connop_smol::app::cli::connect::returns::{Return, target_of};
-use connop_smol::app::net::guard::{Accepts, Guard, Refusal};
-use connop_smol::app::sim_gateway::{
+use connop_app::api::executor::TurnExecutor;
+use connop_app::api::{Api, ApiConfig};
+use connop_app::cli::connect::returns::{Return, target_of};
+use connop_app::net::guard::{Accepts, Guard, Refusal};
+use connop_app::sim_gateway::{
     IdSource, NumberedIds, SimAccount, SimRequest, SimResponse, SimWorld,
 };
-use connop_smol::app::store::Database;
+use connop_app::store::Database;
+use connop_core::flow::Input;
+use connop_core::operation::Text;
+use connop_fixtures::fuzzing::{FuzzTarget, Reached};
+use connop_fixtures::{ScriptedToolGateway, Sim};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use serde_json::{Value, json};
@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// The fuzz targets of the listeners.
-pub const TARGETS: [Target; 3] = [
+pub const TARGETS: [FuzzTarget; 3] = [
     (
         "http_api_request",
         http_api_request,
@@ -78,7 +78,7 @@ fn apis() -> &'static Apis {
             let home = std::env::temp_dir().join(format!(
                 "connop-fuzz-api-{}-{}",
                 std::process::id(),
-                connop_smol::app::sync::random_hex(6)
+                connop_app::sync::random_hex(6)
             ));
             let config = ApiConfig {
                 database: Database::Sqlite { home: home.clone() },

@@ -2,7 +2,8 @@
 
 use connop_fixtures::SimReport;
 
-/// Fails with the effect log when the simulation saw a broken invariant of SPEC §10.
+/// Fails with the effect log when the simulation saw a broken invariant of
+/// docs/contract.md#invariants.
 pub fn assert_clean(report: &SimReport) {
     assert!(
         report.violations.is_empty(),

@@ -15,7 +15,7 @@ use connop_core::operation::{OpId, Patch};
 use connop_core::payload::{CardRequest, OperationView, UpdateFrame};
 use connop_core::tool_gateway::{
     AccountStatus, AsyncToolGateway, BlockingToolGateway, GatewayCall, GatewayError, GatewayReply,
-    MintStatus,
+    GatewayRoute, MintStatus,
 };
 use connop_fixtures::auto_clock::AutoClock;
 use connop_fixtures::{
@@ -287,7 +287,7 @@ fn play_sim(scenario: &Scenario) -> Played {
                     ..Latency::default()
                 })
                 .on_call(move |call, ctl| {
-                    if call.route() == "account" && !fired.replace(true) {
+                    if call.route() == GatewayRoute::Account && !fired.replace(true) {
                         ctl.after(Duration::ZERO, Input::Settle(SettleReason::Continue));
                     }
                 });
@@ -391,7 +391,9 @@ fn play_runtime(scenario: &Scenario, smol: bool, backend: &dyn Backend) -> Playe
         let captured = captured.clone();
         let fired = Arc::new(Mutex::new(false));
         let hook: CallHook = Arc::new(move |call: &GatewayCall, answer| {
-            if call.route() == "account" && !std::mem::replace(&mut *fired.lock().unwrap(), true) {
+            if call.route() == GatewayRoute::Account
+                && !std::mem::replace(&mut *fired.lock().unwrap(), true)
+            {
                 let op = captured
                     .lock()
                     .unwrap()
@@ -481,9 +483,9 @@ fn configure<G: ?Sized>(
     clock: &Arc<AutoClock>,
 ) {
     ctx.surface = scenario.surface.clone();
-    ctx.tick = Duration::from_secs_f64(scenario.tick);
-    ctx.deadline = Duration::from_secs_f64(scenario.deadline);
-    ctx.local_catalog = scenario.catalog.iter().map(|s| (*s).into()).collect();
+    ctx.options.tick = Duration::from_secs_f64(scenario.tick);
+    ctx.options.deadline = Duration::from_secs_f64(scenario.deadline);
+    ctx.options.local_catalog = scenario.catalog.iter().map(|s| (*s).into()).collect();
     ctx.events = events;
     ctx.interrupt = Some(interrupt.clone());
     ctx.agent_session_id = Some("20260914_rotated_agent_id".into());
@@ -505,7 +507,7 @@ fn preopen(registry: &SharedRegistry, backend: &dyn Backend, clock: &Arc<AutoClo
         Some(calls),
     );
     let waker = std::task::Waker::noop();
-    let mut start = |_: &mut Vec<_>, _: &mut Vec<_>| connop_blocking::Started::AtOnce;
+    let mut start = |_: &mut Vec<_>, _: &mut Vec<_>| connop_blocking::CallsStarted::AtOnce;
     let _ = op.step(&mut Vec::new(), &mut Vec::new(), &mut start, waker);
     // No driver steps it again: the clock need not wait for it.
     clock.finished(waker);
@@ -952,7 +954,7 @@ impl Backend for InProcess {
 
 /// The simulated tool gateway over real loopback HTTP, reached through the isahc clients.
 pub struct OverHttp {
-    server: connop_smol::app::sim_gateway::SimToolGateway,
+    server: connop_app::sim_gateway::SimToolGateway,
     blocking: Arc<dyn BlockingToolGateway>,
     asynchronous: Arc<dyn AsyncToolGateway>,
 }
@@ -960,7 +962,7 @@ pub struct OverHttp {
 impl OverHttp {
     /// Starts a simulated gateway with a token, and clients for it.
     pub fn start() -> Self {
-        use connop_smol::app::sim_gateway::{SimOptions, SimToolGateway};
+        use connop_app::sim_gateway::{SimOptions, SimToolGateway};
         let token = "table-token";
         // The scenarios name accounts as the scripted gateway does (`ca_gmail_1`).
         let server = SimToolGateway::start(SimOptions::default().token(token).numbered_ids())
@@ -978,7 +980,7 @@ impl OverHttp {
     }
 
     /// The server, for tests that inspect it.
-    pub fn server(&self) -> &connop_smol::app::sim_gateway::SimServer {
+    pub fn server(&self) -> &connop_app::sim_gateway::SimServer {
         self.server.server()
     }
 
@@ -986,7 +988,7 @@ impl OverHttp {
         &self,
         method: &str,
         path_prefix: &str,
-    ) -> Vec<connop_smol::app::sim_gateway::SimRequest> {
+    ) -> Vec<connop_app::sim_gateway::SimRequest> {
         self.server()
             .log()
             .into_iter()
@@ -997,8 +999,8 @@ impl OverHttp {
 
 /// The simulated gateway's `/sim/state` for a scripted world (the seeds' knobs).
 pub fn sim_state(world: &ScriptedToolGateway) -> Value {
-    use connop_smol::app::sim_gateway::CATALOG;
-    let step = |s: &ScriptedRead| match s {
+    use connop_core::tool_gateway::SIMULATED_CATALOG;
+    let read = |s: &ScriptedRead| match s {
         ScriptedRead::Status(status) => json!(status.as_str()),
         ScriptedRead::NotFound => json!({"http": 404}),
         ScriptedRead::Fail(GatewayError::RateLimited { retry_after }) => {
@@ -1019,7 +1021,7 @@ pub fn sim_state(world: &ScriptedToolGateway) -> Value {
     };
     let mut mint = serde_json::Map::new();
     if world.mint_status != MintStatus::Initiated {
-        for slug in CATALOG {
+        for slug in SIMULATED_CATALOG {
             mint.insert((*slug).to_owned(), mint_entry(world.mint_status));
         }
     }
@@ -1030,7 +1032,7 @@ pub fn sim_state(world: &ScriptedToolGateway) -> Value {
         "connected": world.connected,
         "mint": mint,
         "flips": world.flips,
-        "scripts": world.scripts.iter().map(|(k, v)| (k.clone(), Value::Array(v.iter().map(step).collect()))).collect::<serde_json::Map<_, _>>(),
+        "scripts": world.scripts.iter().map(|(k, v)| (k.clone(), Value::Array(v.iter().map(read).collect()))).collect::<serde_json::Map<_, _>>(),
         "statusReason": world.status_reason,
         "connectionIds": world.mint_connection_id,
     });

@@ -1,14 +1,15 @@
 //! Faults through the simulated tool gateway over real HTTP, on both runtimes: 500s, 429s
 //! with Retry-After, answers slower than the read timeout, malformed bodies, a refused
 //! connection. Every operation still settles by its deadline plus one tick, a failed mint
-//! returns SPEC §5.4's error text, and the gateway's request log shows what was sent.
+//! returns the error text of docs/contract.md#prepare, and the gateway's request log shows what was
+//! sent.
 
+use connop_app::sim_gateway::SimRequest;
 use connop_blocking::{SharedRegistry, ToolContext};
 use connop_core::flow::{Event, Surface};
 use connop_core::tool_gateway::{AsyncToolGateway, BlockingToolGateway};
 use connop_core::wire::ClientConfig;
 use connop_fixtures::ScriptedToolGateway;
-use connop_smol::app::sim_gateway::SimRequest;
 use connop_tests::table::{Backend, OverHttp, Runtime};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -40,15 +41,23 @@ fn run_with(
         Runtime::Blocking => {
             let mut ctx: ToolContext<dyn BlockingToolGateway> =
                 ToolContext::new(registry.clone(), "s1", blocking);
-            (ctx.surface, ctx.events, ctx.tick, ctx.deadline) =
-                (Surface::Desktop, Some(events), tick, deadline);
+            (
+                ctx.surface,
+                ctx.events,
+                ctx.options.tick,
+                ctx.options.deadline,
+            ) = (Surface::Desktop, Some(events), tick, deadline);
             connop_blocking::manage_connections(args, &ctx).to_value()
         }
         Runtime::Smol => {
             let mut ctx: ToolContext<dyn AsyncToolGateway> =
                 ToolContext::new(registry.clone(), "s1", asynchronous);
-            (ctx.surface, ctx.events, ctx.tick, ctx.deadline) =
-                (Surface::Desktop, Some(events), tick, deadline);
+            (
+                ctx.surface,
+                ctx.events,
+                ctx.options.tick,
+                ctx.options.deadline,
+            ) = (Surface::Desktop, Some(events), tick, deadline);
             smol::block_on(connop_smol::manage_connections(args, &ctx)).to_value()
         }
     };

@@ -1,8 +1,10 @@
 //! What both HTTP clients of the tool gateway (blocking and async) must do, each test run on
-//! both (SPEC §6): the routes with their token and content type, pagination, the error
-//! mapping, the one retry of a read (not of an account read that timed out) and never of the mint, the token check before sending,
-//! timeouts, a refused connection, a connection dropped under a mint, and a bounded answer.
+//! both (docs/contract.md#tool-gateway-api): the routes with their token and content type,
+//! pagination, the error mapping, the one retry of a read (not of an account read that timed
+//! out) and never of the mint, the token check before sending, timeouts, a refused
+//! connection, a connection dropped under a mint, and a bounded answer.
 
+use connop_app::sim_gateway::{SimOptions, SimToolGateway};
 use connop_blocking::http::{HttpToolGateway, MAX_BODY};
 use connop_core::tool_gateway::{
     Account, AccountStatus, AsyncToolGateway, BlockingToolGateway, ConnectorRow, GatewayCall,
@@ -10,7 +12,6 @@ use connop_core::tool_gateway::{
 };
 use connop_core::wire::ClientConfig;
 use connop_fixtures::canned::{Canned, Server, account_body, mint_request, reply};
-use connop_smol::app::sim_gateway::{SimOptions, SimToolGateway};
 use connop_smol::http::AsyncHttpToolGateway;
 use serde_json::json;
 use std::net::TcpListener;

@@ -1,5 +1,5 @@
-//! SPEC §5.7 on the wall clock: an interrupt settles at once, on both runtimes with the
-//! system clock — no waiting for a tick or for a read in flight. Wall-clock tests allow at
+//! docs/contract.md#interrupt on the wall clock: an interrupt settles at once, on both runtimes
+//! with the system clock — no waiting for a tick or for a read in flight. Wall-clock tests allow at
 //! most 50 ms from the trigger to the tool call's return (the benchmarks measure the real
 //! figure, in microseconds).
 
@@ -43,7 +43,7 @@ fn trigger_to_return(runtime: Runtime, read_latency: Duration) -> Duration {
                 ctx.surface = Surface::Desktop;
                 ctx.events = Some(events);
                 ctx.interrupt = Some(interrupt_for_tool);
-                ctx.tick = Duration::from_secs(60);
+                ctx.options.tick = Duration::from_secs(60);
                 connop_blocking::manage_connections(&args, &ctx).to_value()
             }
             Runtime::Smol => {
@@ -52,7 +52,7 @@ fn trigger_to_return(runtime: Runtime, read_latency: Duration) -> Duration {
                 ctx.surface = Surface::Desktop;
                 ctx.events = Some(events);
                 ctx.interrupt = Some(interrupt_for_tool);
-                ctx.tick = Duration::from_secs(60);
+                ctx.options.tick = Duration::from_secs(60);
                 smol::block_on(connop_smol::manage_connections(&args, &ctx)).to_value()
             }
         };

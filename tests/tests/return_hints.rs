@@ -1,6 +1,6 @@
-//! Return hints and per-row ticks (SPEC §12.1) as input orders on the virtual clock: the
-//! browser comes back while a read is out, after settle, for a row that is gone; one vendor's
-//! slow read never holds back another row.
+//! Return hints and per-row ticks (docs/contract.md#return-hints) as input orders on the virtual
+//! clock: the browser comes back while a read is out, after settle, for a row that is gone; one
+//! vendor's slow read never holds back another row.
 
 use connop_core::card::CardAnswer;
 use connop_core::flow::Input;

@@ -29,8 +29,8 @@ fn worker_calls_rearm_the_tick_after_answers_that_move_nothing() {
     let gateway = SharedToolGateway::new(ScriptedToolGateway::new().flips(&[("gmail", 3)]));
     gateway.set_latency(Duration::from_millis(5));
     let mut ctx = context(&gateway);
-    ctx.tick = Duration::from_millis(10);
-    ctx.deadline = Duration::from_secs(30);
+    ctx.options.tick = Duration::from_millis(10);
+    ctx.options.deadline = Duration::from_secs(30);
     let started = Instant::now();
     let result = connop_blocking::manage_connections(
         &json!({"action": "connect", "connectors": ["gmail"]}),
@@ -121,7 +121,7 @@ fn operations_share_the_call_threads_instead_of_starting_one_each() {
         );
         ctx.surface = Surface::Desktop;
         ctx.events = Some(Arc::new(|_: &Event| {}));
-        ctx.tick = Duration::from_millis(1);
+        ctx.options.tick = Duration::from_millis(1);
         let result = connop_blocking::manage_connections(
             &json!({"action": "connect", "connectors": ["gmail"]}),
             &ctx,
@@ -358,7 +358,7 @@ fn an_input_that_settles_wakes_the_driver_before_its_effects_run() {
     // thread while the driver's thread wakes: the wake goes out first. The update callback
     // holds the pump here, so the wake must already have come, and a step while the effects
     // are still running must not finish; the pump's end wakes the driver again.
-    use connop_blocking::{Next, Started};
+    use connop_blocking::{CallsStarted, Next};
     use std::sync::atomic::Ordering::SeqCst;
 
     let (wakes, waker) = CountingWaker::new();
@@ -366,7 +366,7 @@ fn an_input_that_settles_wakes_the_driver_before_its_effects_run() {
         // Calls are left unanswered: nothing here needs a read's answer.
         let mut start = |calls: &mut Vec<_>, _: &mut Vec<_>| {
             calls.clear();
-            Started::AtOnce
+            CallsStarted::AtOnce
         };
         op.step(&mut Vec::new(), &mut Vec::new(), &mut start, &waker)
     };
@@ -418,7 +418,7 @@ fn wakes_for_thirty_reads(
     clock: Option<Arc<connop_fixtures::auto_clock::AutoClock>>,
     tick: Duration,
 ) -> usize {
-    use connop_blocking::{Next, Started, WorkerCalls};
+    use connop_blocking::{CallsStarted, Next, WorkerCalls};
     use std::sync::atomic::Ordering::SeqCst;
 
     let gateway = SharedToolGateway::new(ScriptedToolGateway::new());
@@ -427,7 +427,7 @@ fn wakes_for_thirty_reads(
     if let Some(clock) = clock {
         ctx.clock = clock;
     }
-    ctx.tick = tick;
+    ctx.options.tick = tick;
     let starter = Arc::new(WorkerCalls::new(Arc::new(gateway.clone())));
     let op = ctx.start(
         &json!({"action": "connect", "connectors": ["gmail", "notion", "slack"]}),
@@ -445,7 +445,7 @@ fn wakes_for_thirty_reads(
     let stop_at = Instant::now() + Duration::from_secs(30);
     let mut wakes_while_reading = None;
     loop {
-        let mut start = |_: &mut Vec<_>, _: &mut Vec<_>| Started::AtOnce;
+        let mut start = |_: &mut Vec<_>, _: &mut Vec<_>| CallsStarted::AtOnce;
         let until = match op.step(&mut Vec::new(), &mut Vec::new(), &mut start, &waker) {
             Next::Finished => break,
             Next::Sleep(until) => until,
@@ -497,9 +497,9 @@ fn on_the_virtual_clock_a_ticks_reads_also_wake_the_driver_when_the_last_is_back
 
 #[test]
 fn a_rows_stalled_read_on_the_call_pool_never_delays_another_rows_reads() {
-    // SPEC §12.1: each live row follows its own tick. From its second read on, gmail's read
-    // hangs (its vendor is stuck) until notion is seen connected; notion's account is active
-    // from its third read on. A tick starts both rows' reads in one burst from the driver's
+    // docs/contract.md#return-hints: each live row follows its own tick. From its second read on,
+    // gmail's read hangs (its vendor is stuck) until notion is seen connected; notion's account is
+    // active from its third read on. A tick starts both rows' reads in one burst from the driver's
     // thread: notion's must not queue behind gmail's on the call pool, so notion connects
     // while gmail's read is still out.
     use connop_core::contract::TargetState;
@@ -524,7 +524,7 @@ fn a_rows_stalled_read_on_the_call_pool_never_delays_another_rows_reads() {
         result
     }));
     let mut ctx = context(&gateway);
-    ctx.tick = Duration::from_millis(20);
+    ctx.options.tick = Duration::from_millis(20);
     let interrupt = Interrupt::new();
     ctx.interrupt = Some(interrupt.clone());
     let (connected_tx, connected) = channel::<()>();

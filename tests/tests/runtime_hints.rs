@@ -19,8 +19,8 @@ fn context<G: ?Sized>(gateway: Arc<G>) -> (ToolContext<G>, Receiver<OpHandle>) {
     let registry = SharedRegistry::new("/test/.connop");
     let mut ctx = ToolContext::new(registry.clone(), "s1", gateway);
     ctx.surface = Surface::Desktop;
-    ctx.tick = TICK;
-    ctx.deadline = DEADLINE;
+    ctx.options.tick = TICK;
+    ctx.options.deadline = DEADLINE;
     let (tx, rx) = channel();
     let tx = Mutex::new(tx);
     ctx.events = Some(Arc::new(move |event: &Event| {

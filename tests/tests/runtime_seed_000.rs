@@ -63,7 +63,7 @@ fn main_flow(runtime: Runtime) {
                         ToolContext::new(registry, SID, Arc::new(gateway));
                     ctx.surface = Surface::Desktop;
                     ctx.events = Some(events);
-                    ctx.tick = Duration::from_millis(50);
+                    ctx.options.tick = Duration::from_millis(50);
                     ctx.agent_session_id = Some("20260914_rotated_agent_id".into());
                     connop_blocking::manage_connections(&args, &ctx).to_value()
                 }
@@ -72,7 +72,7 @@ fn main_flow(runtime: Runtime) {
                         ToolContext::new(registry, SID, Arc::new(gateway));
                     ctx.surface = Surface::Desktop;
                     ctx.events = Some(events);
-                    ctx.tick = Duration::from_millis(50);
+                    ctx.options.tick = Duration::from_millis(50);
                     ctx.agent_session_id = Some("20260914_rotated_agent_id".into());
                     smol::block_on(connop_smol::manage_connections(&args, &ctx)).to_value()
                 }

@@ -1,6 +1,6 @@
 //! Seed 001 on the deterministic simulation: the seed's every test is a scenario of the one
 //! table in `connop_tests::table`, which the runtimes play too (`runtime_table.rs`). Time is
-//! virtual; races are input orders; SPEC §10 is checked at every step.
+//! virtual; races are input orders; docs/contract.md#invariants is checked at every step.
 
 use connop_core::tool_gateway::GatewayError;
 use connop_fixtures::{ScriptedToolGateway, Sim};

@@ -1,10 +1,11 @@
-//! The randomized simulation: seeded scenarios checked against every invariant of SPEC §10
-//! after every step. A failing seed prints the one-line command that replays it.
+//! The randomized simulation: seeded scenarios checked against every invariant of
+//! docs/contract.md#invariants after every step. A failing seed prints the one-line command that
+//! replays it.
 //!
 //! `SIM_SEEDS=N` runs more seeds (default 10,000); `SIM_SEED=S` with `replay_one_seed`
 //! replays one seed and prints its effect log.
 
-use connop_fixtures::random::{Scenario, replay_command};
+use connop_fixtures::random::{RandomScenario, replay_command};
 
 fn seeds() -> u64 {
     std::env::var("SIM_SEEDS")
@@ -19,7 +20,7 @@ fn every_invariant_holds_on_random_scenarios() {
     let mut settled = 0;
     let mut steps = 0;
     for seed in 0..seeds() {
-        let mut scenario = Scenario::generate(seed);
+        let mut scenario = RandomScenario::generate(seed);
         scenario.sim.logging = false;
         let out = scenario.run();
         steps += out.steps;
@@ -51,7 +52,7 @@ fn replay_one_seed() {
     let Some(seed) = std::env::var("SIM_SEED").ok().and_then(|s| s.parse().ok()) else {
         return;
     };
-    let scenario = Scenario::generate(seed);
+    let scenario = RandomScenario::generate(seed);
     let args = scenario.args.clone();
     let out = scenario.run();
     println!("seed {seed}: {args}\n{}", out.log.render());
@@ -62,8 +63,8 @@ fn replay_one_seed() {
 fn the_same_seed_gives_the_same_log_byte_for_byte() {
     let mut distinct = std::collections::BTreeSet::new();
     for seed in 0..300 {
-        let first = Scenario::generate(seed).run().log.render();
-        let second = Scenario::generate(seed).run().log.render();
+        let first = RandomScenario::generate(seed).run().log.render();
+        let second = RandomScenario::generate(seed).run().log.render();
         assert_eq!(first, second, "seed {seed} is not deterministic");
         distinct.insert(first);
     }
@@ -79,7 +80,7 @@ fn the_scenarios_cover_every_settle_reason_and_both_paths() {
     let mut reasons = BTreeSet::new();
     let mut shapes = BTreeSet::new();
     for seed in 0..2_000 {
-        let mut scenario = Scenario::generate(seed);
+        let mut scenario = RandomScenario::generate(seed);
         scenario.sim.logging = false;
         let out = scenario.run();
         let json = out.json();

@@ -61,7 +61,7 @@ fn an_interrupt_draining_parked_operations_holds_their_results_one_at_a_time() {
     ctx.surface = Surface::Desktop;
     ctx.events = Some(card_counter(&cards));
     ctx.interrupt = Some(interrupt.clone());
-    ctx.deadline = Duration::from_secs(120);
+    ctx.options.deadline = Duration::from_secs(120);
     let contexts: Vec<_> = (0..OPS)
         .map(|i| {
             let mut ctx = ctx.clone();

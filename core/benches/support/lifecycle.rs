@@ -30,7 +30,7 @@ pub fn connect_args(names: &[String]) -> Value {
 
 pub fn card_config(tick: Duration) -> FlowConfig {
     let mut config = FlowConfig::new(RegistryKey::new("/p", "s"));
-    config.tick = tick;
+    config.options.tick = tick;
     config
 }
 

@@ -1,15 +1,15 @@
-//! What an embedding host needs from the flow beyond a tool call (SPEC §11, §12.7): an
-//! operation it opens itself (or makes before any registry), why each call is made, and its own
-//! desktop app's name.
+//! What an embedding host needs from the flow beyond a tool call (docs/contract.md#host-seams and
+//! #prepare): an operation it opens itself (or makes before any registry), why each
+//! call is made, and its own desktop app's name.
 
 use super::{CallPurpose, Effect, Event, Flow, FlowConfig, Surface};
-use crate::contract::{Actor, Kind, SettleReason, TargetAction, TargetState};
+use crate::contract::{Actor, SettleReason, TargetAction, TargetState};
 use crate::error::CallerError;
 use crate::operation::{OpId, Patch, Target};
 use crate::registry::RegistryKey;
 use crate::time::Timestamp;
 use crate::tool::ToolResult;
-use crate::tool_gateway::{GatewayCall, GatewayReply, MintRow, MintStatus};
+use crate::tool_gateway::{Account, AccountStatus, GatewayCall, GatewayReply, MintRow, MintStatus};
 use serde_json::{Value, json};
 
 const T0: Timestamp = Timestamp::from_secs(1_800_000_000);
@@ -19,12 +19,7 @@ fn config() -> FlowConfig {
 }
 
 fn target(name: &str) -> Target {
-    Target {
-        name: name.into(),
-        kind: Kind::Connector,
-        action: TargetAction::Connect,
-        instructions: None,
-    }
+    Target::connector(name, TargetAction::Connect)
 }
 
 fn drain(flow: &mut Flow) -> Vec<Effect> {
@@ -95,7 +90,7 @@ fn an_opened_operation_refused_by_the_registry_returns_the_tools_error() {
 #[test]
 fn every_call_says_why_it_was_made_while_it_is_awaited() {
     let mut config = config();
-    config.local_catalog = vec!["notion".into()];
+    config.options.local_catalog = vec!["notion".into()];
     let args = json!({"action": "connect", "connectors": ["notion"]});
     let mut flow = Flow::start(&args, config, [7; 6], T0);
     drain(&mut flow);
@@ -315,4 +310,48 @@ fn a_platform_name_is_a_surface_and_every_chat_platform_is_messaging() {
         );
     }
     assert!(!Surface::of_platform("discord").has_card());
+}
+
+#[test]
+fn a_read_that_answers_while_its_detached_operation_registers_still_moves_its_row() {
+    let mut flow = Flow::detached(vec![target("gmail")], config(), [7; 6], T0);
+    let account = Patch {
+        connection_id: Some("ca_gmail".into()),
+        ..Patch::default()
+    };
+    flow.handle_transition(
+        "gmail",
+        TargetState::Initiated,
+        Actor::BackendWatcher,
+        account,
+        T0,
+    )
+    .unwrap();
+    drain(&mut flow);
+    flow.handle_observe(T0).unwrap();
+    let effects = drain(&mut flow);
+    let [
+        Effect::Call {
+            id,
+            call: GatewayCall::Account { .. },
+        },
+    ] = effects.as_slice()
+    else {
+        panic!("{effects:?}")
+    };
+    // The host registers it while the read is out; the read then finds the account active.
+    flow.handle_register(None).unwrap();
+    let active = Account {
+        connection_id: "ca_gmail".into(),
+        connector: "gmail".into(),
+        status: AccountStatus::Active,
+        status_reason: None,
+    };
+    flow.handle_gateway(*id, Ok(GatewayReply::Account(Some(active))), T0)
+        .unwrap();
+    assert_eq!(
+        flow.view().unwrap().targets[0].state,
+        TargetState::Connected,
+        "an awaited read is taken whole, whatever the registry does meanwhile"
+    );
 }

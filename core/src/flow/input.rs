@@ -1,17 +1,16 @@
-//! Every input a [`Flow`] takes, as one value, and the one door it comes in by.
+//! Every input a [`Flow`](super::Flow) takes, as one value, and what the flow reports back.
+//! [`Flow::handle_input`](super::Flow::handle_input) is the one door an input comes in by.
 //!
 //! Naming the inputs as data lets a simulation, a random generator or a fuzzer schedule any of
 //! them, replay them, and log them, with the same types a runtime feeds.
 
-use super::Flow;
 use crate::card::{CardAnswer, CardReply};
 use crate::contract::{Actor, SettleReason, TargetState};
-use crate::error::CallerError;
 use crate::operation::{ChangeRecord, OpId, Patch, Text};
-use crate::time::Timestamp;
 use crate::tool_gateway::{CallId, GatewayError, GatewayReply};
 
-/// One input to a [`Flow`], fed with [`Flow::handle_input`] at an instant.
+/// One input to a [`Flow`](super::Flow), fed with
+/// [`Flow::handle_input`](super::Flow::handle_input) at an instant.
 #[non_exhaustive]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Input {
@@ -28,11 +27,11 @@ pub enum Input {
     },
     /// A timer fired (an early wake-up does nothing before its time).
     Timeout,
-    /// The card's answer (`connection.respond`, SPEC §5.6).
+    /// The card's answer (`connection.respond`, docs/contract.md#card-answers).
     CardAnswer(CardAnswer),
     /// The user pressed Continue.
     Continue,
-    /// The turn was interrupted (SPEC §5.7).
+    /// The turn was interrupted (docs/contract.md#interrupt).
     Interrupt,
     /// The operation handle's `settle`.
     Settle(SettleReason),
@@ -58,26 +57,28 @@ pub enum Input {
         /// Who refreshes it.
         actor: Actor,
     },
-    /// The browser came back from the vendor (SPEC §12.1): read the named live row (every
-    /// live row when `None`) at once.
+    /// The browser came back from the vendor (docs/contract.md#return-hints): read the named live
+    /// row (every live row when `None`) at once.
     ReturnHint {
         /// The target the return names, if any.
         target: Option<Text>,
     },
-    /// Register a detached operation ([`Flow::detached`]) under its key (under `profile`,
-    /// when given).
+    /// Register a detached operation ([`Flow::detached`](super::Flow::detached)) under its
+    /// key (under `profile`, when given).
     Register {
         /// The profile to register under, if not the one it was made with.
         profile: Option<Text>,
     },
-    /// One pass of the watcher over a detached operation ([`Flow::handle_observe`]).
+    /// One pass of the watcher over a detached operation
+    /// ([`Flow::handle_observe`](super::Flow::handle_observe)).
     Observe,
     /// Settle `all_resolved` if every target resolved.
     SettleIfAllResolved,
 }
 
-/// What [`Flow::handle_input`] reports back to whoever fed the input. Everything else the
-/// input caused comes out of [`Flow::poll_effect`].
+/// What [`Flow::handle_input`](super::Flow::handle_input) reports back to whoever fed the
+/// input. Everything else the input caused comes out of
+/// [`Flow::poll_effect`](super::Flow::poll_effect).
 #[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Handled {
@@ -98,65 +99,13 @@ pub enum Handled {
     },
 }
 
-impl Flow {
-    /// Feeds one input at `now`. Afterwards drain [`poll_effect`](Self::poll_effect) to `None`
-    /// before asking [`poll_timeout`](Self::poll_timeout).
-    ///
-    /// `Err` is the caller's mistake and, but for one case, changed nothing: a gateway reply
-    /// of another kind than its call asked for is still taken, as an invalid response, so the
-    /// flow never waits on it forever, and reported as [`CallerError::ReplyMismatch`].
-    ///
-    /// The typed `handle_*` methods are the same inputs by name; this is where they meet.
-    pub fn handle_input(&mut self, input: Input, now: Timestamp) -> Result<Handled, CallerError> {
-        match input {
-            Input::Registered(result) => {
-                self.handle_registered(result, now);
-                Ok(Handled::Taken)
-            }
-            Input::Gateway { id, result } => self
-                .handle_gateway(id, result, now)
-                .map(|()| Handled::Taken),
-            Input::Timeout => {
-                self.handle_timeout(now);
-                Ok(Handled::Taken)
-            }
-            Input::CardAnswer(answer) => self.handle_card_answer(&answer, now).map(Handled::Card),
-            Input::Continue => self.handle_continue(now).map(Handled::Card),
-            Input::Interrupt => Ok(Handled::Settled(self.handle_interrupt(now))),
-            Input::Settle(reason) => Ok(Handled::Settled(self.handle_settle(reason, now))),
-            Input::Transition {
-                name,
-                to,
-                actor,
-                patch,
-            } => self
-                .handle_transition(&name, to, actor, patch, now)
-                .map(Handled::Moved),
-            Input::Refresh {
-                name,
-                connect_url,
-                detail,
-                actor,
-            } => self
-                .handle_refresh(&name, connect_url, detail, actor, now)
-                .map(Handled::Refreshed),
-            Input::ReturnHint { target } => self
-                .handle_return_hint(target.as_deref(), now)
-                .map(|read| Handled::Hinted { read }),
-            Input::Register { profile } => self.handle_register(profile).map(|()| Handled::Taken),
-            Input::Observe => self.handle_observe(now).map(|()| Handled::Taken),
-            Input::SettleIfAllResolved => {
-                Ok(Handled::Settled(self.handle_settle_if_all_resolved(now)))
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flow::{Effect, FlowConfig};
+    use crate::error::CallerError;
+    use crate::flow::{Effect, Flow, FlowConfig};
     use crate::registry::RegistryKey;
+    use crate::time::Timestamp;
     use crate::tool_gateway::GatewayCall;
     use serde_json::json;
 

@@ -1,4 +1,5 @@
-//! The managed flow of SPEC §5: one `manage_connections` tool call as a sans-IO state machine.
+//! The managed flow of docs/contract.md#tool: one `manage_connections` tool call as a sans-IO state
+//! machine.
 //!
 //! Every input is an [`Input`] fed with [`Flow::handle_input`] at `now` (the typed
 //! `handle_*(…, now)` methods are the same inputs by name). Effects go out through
@@ -24,7 +25,9 @@ mod input;
 mod prepare;
 #[cfg(test)]
 mod testing;
+mod wake;
 mod watch;
+mod watching;
 
 use crate::card::{AnswerKind, CardAnswer, CardReply};
 use crate::contract::{Actor, Kind, SettleReason, TargetAction, TargetState};
@@ -36,18 +39,51 @@ use crate::payload::{
 use crate::registry::RegistryKey;
 use crate::time::Timestamp;
 use crate::tool::{self, Dialect, ToolAction, ToolArgs, ToolResult};
-use crate::tool_gateway::{CallId, GatewayCall, GatewayError, GatewayReply};
+use crate::tool_gateway::{CallId, GatewayCall, GatewayError, GatewayReply, GatewayRoute};
 use serde_json::Value;
 use std::collections::VecDeque;
 use std::time::Duration;
 
 pub use input::{Handled, Input};
+pub use wake::{Wake, WakeReason};
 pub use watch::{MAX_READ_TIMEOUT, MIN_READ_TIMEOUT};
 
-/// The default watcher tick (SPEC §5.5).
+/// The default watcher tick (docs/contract.md#watcher).
 pub const DEFAULT_TICK: Duration = Duration::from_secs(1);
 
-/// The surface the host's session runs on. It decides card or links (SPEC §5.3).
+/// The shortest watcher tick a host runs: a shorter one (0 included) would read each account
+/// again as soon as the last read answered, keeping a core busy for as long as the operation
+/// waits.
+pub const MIN_TICK: Duration = Duration::from_millis(10);
+
+/// What a host chooses once for every operation it runs (from its command line, or its own
+/// settings) and carries unchanged to each flow: the watcher's tick, the deadline, and the
+/// names its local MCP catalog serves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OperationOptions {
+    /// The watcher tick: each row's reads are this far apart unless a change or a return
+    /// hint calls for one at once.
+    pub tick: Duration,
+    /// How long an operation stays open before it settles `deadline`.
+    pub deadline: Duration,
+    /// Names the local MCP catalog serves: a failed mint of one of these that the tool
+    /// gateway does not list is a local MCP server, not an account (the misroute check).
+    pub local_catalog: Vec<Text>,
+}
+
+impl Default for OperationOptions {
+    /// A 1 s tick, a 300 s deadline, no local catalog.
+    fn default() -> Self {
+        OperationOptions {
+            tick: DEFAULT_TICK,
+            deadline: crate::operation::DEFAULT_DEADLINE,
+            local_catalog: Vec::new(),
+        }
+    }
+}
+
+/// The surface the host's session runs on. It decides card or links
+/// (docs/contract.md#card-or-links).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Surface {
     /// No surface named: a card if there is a callback.
@@ -131,12 +167,8 @@ pub struct FlowConfig {
     pub surface: Surface,
     /// Whether the host has a card callback.
     pub card_callback: bool,
-    /// The watcher tick.
-    pub tick: Duration,
-    /// The operation deadline.
-    pub deadline: Duration,
-    /// Names the local MCP catalog serves (the misroute check).
-    pub local_catalog: Vec<Text>,
+    /// The host's tick, deadline and local catalog.
+    pub options: OperationOptions,
     /// The agent's tool call id, echoed in the card request.
     pub tool_call_id: Option<Text>,
     /// Where the vendor sends the browser back after a decision (the mint's `returnTo`), on
@@ -144,8 +176,8 @@ pub struct FlowConfig {
     /// surface, nothing elsewhere.
     pub return_to: Option<Text>,
     /// The desktop app's own name, the mint's `returnTo` on the desktop surface when no
-    /// `return_to` is given: a hosted gateway knows its apps by name (SPEC §12.7), so a host
-    /// embedding connop names its own (default `connop-desktop`).
+    /// `return_to` is given: a hosted gateway knows its apps by name (docs/contract.md#prepare), so
+    /// a host embedding connop names its own (default `connop-desktop`).
     pub desktop_return_to: Text,
     /// Whose words the tool speaks and which argument forms it takes.
     pub dialect: Dialect,
@@ -166,9 +198,7 @@ impl FlowConfig {
             registry_key,
             surface: Surface::Unset,
             card_callback: true,
-            tick: DEFAULT_TICK,
-            deadline: crate::operation::DEFAULT_DEADLINE,
-            local_catalog: Vec::new(),
+            options: OperationOptions::default(),
             tool_call_id: None,
             return_to: None,
             desktop_return_to: crate::tool_gateway::DESKTOP_RETURN_TO.into(),
@@ -231,27 +261,6 @@ impl Event {
     }
 }
 
-/// Why the flow wants to be woken.
-#[non_exhaustive]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WakeReason {
-    /// The next watcher tick (or an immediate re-read after a change).
-    Tick,
-    /// The end of a 429 back-off, later than the next tick.
-    Backoff,
-    /// The operation deadline.
-    Deadline,
-}
-
-/// The next wake-up.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Wake {
-    /// When.
-    pub at: Timestamp,
-    /// Why.
-    pub reason: WakeReason,
-}
-
 /// Where the flow is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Stage {
@@ -282,13 +291,14 @@ enum Stage {
 pub enum CallPurpose {
     /// The status action's list read.
     StatusList,
-    /// Reconnect's repair read (SPEC §5.4).
+    /// Reconnect's repair read (docs/contract.md#prepare).
     RepairList,
     /// The one mint.
     Mint,
-    /// The misroute check's list read: which names the hosted gateway offers (SPEC §5.4).
+    /// The misroute check's list read: which names the hosted gateway offers
+    /// (docs/contract.md#prepare).
     MisrouteList,
-    /// The watcher's list fallback (SPEC §5.5).
+    /// The watcher's list fallback (docs/contract.md#watcher).
     WatchList,
     /// An account read.
     AccountRead,
@@ -317,27 +327,21 @@ impl Purpose {
         }
     }
 
-    fn expects(self) -> &'static str {
+    /// The route of the call made for this purpose.
+    fn route(self) -> GatewayRoute {
         match self {
             Purpose::StatusList
             | Purpose::RepairList
             | Purpose::MisrouteList
-            | Purpose::WatchList => "list",
-            Purpose::Mint => "mint",
-            Purpose::Read(_) => "account",
+            | Purpose::WatchList => GatewayRoute::List,
+            Purpose::Mint => GatewayRoute::Mint,
+            Purpose::Read(_) => GatewayRoute::Account,
         }
     }
 
     /// Whether `reply` is of the kind this call asked for.
     fn accepts(self, reply: &GatewayReply) -> bool {
-        match self {
-            Purpose::StatusList
-            | Purpose::RepairList
-            | Purpose::MisrouteList
-            | Purpose::WatchList => matches!(reply, GatewayReply::Connectors(_)),
-            Purpose::Mint => matches!(reply, GatewayReply::Minted(_)),
-            Purpose::Read(_) => matches!(reply, GatewayReply::Account(_)),
-        }
+        reply.route() == self.route()
     }
 }
 
@@ -382,7 +386,7 @@ impl Flow {
     #[must_use = "a flow does nothing until its effects are drained"]
     pub fn start(args: &Value, config: FlowConfig, entropy: [u8; 6], now: Timestamp) -> Flow {
         let path = Path::choose(&config.surface, config.card_callback);
-        let deadline = config.deadline;
+        let deadline = config.options.deadline;
         let available = config.available;
         let mut flow = Flow::blank(config, path);
         let args = match tool::parse_args_in(args, flow.dialect) {
@@ -417,10 +421,7 @@ impl Flow {
                         instructions: None,
                     })
                     .collect();
-                let op = Operation::new(OpId::from_entropy(entropy), targets, now, deadline);
-                flow.watch = watch::Watcher::new(op.rows().len());
-                let op_id = op.op_id();
-                flow.op = Some(op);
+                let op_id = flow.create_operation(targets, deadline, entropy, now);
                 flow.args = Some(args);
                 if path == Path::Card {
                     flow.stage = Stage::Registering;
@@ -443,8 +444,8 @@ impl Flow {
             path,
             registry_key: config.registry_key,
             surface: config.surface,
-            tick: config.tick,
-            local_catalog: config.local_catalog,
+            tick: config.options.tick,
+            local_catalog: config.options.local_catalog,
             tool_call_id: config.tool_call_id,
             return_to: config.return_to,
             desktop_return_to: config.desktop_return_to,
@@ -465,12 +466,28 @@ impl Flow {
         }
     }
 
-    /// Opens an operation the host drives itself (the seeds open one directly, SPEC §11): it
-    /// registers like a card-path operation — refused with the tool's error when the session
-    /// already has one — and then holds. No mint, no card, no watcher: only the host's inputs
-    /// (transition, refresh, card answers, settle, interrupt) move it, and its deadline when
-    /// the host feeds timeouts. It settles `all_resolved` once every target resolved, like a
-    /// watched operation.
+    /// Creates the flow's operation (every target `pending`), with a watcher sized to its
+    /// rows; returns its id.
+    fn create_operation(
+        &mut self,
+        targets: Vec<Target>,
+        deadline: Duration,
+        entropy: [u8; 6],
+        now: Timestamp,
+    ) -> OpId {
+        let op = Operation::new(OpId::from_entropy(entropy), targets, now, deadline);
+        self.watch = watch::Watcher::new(op.rows().len());
+        let op_id = op.op_id();
+        self.op = Some(op);
+        op_id
+    }
+
+    /// Opens an operation the host drives itself (the seeds open one directly,
+    /// docs/contract.md#host-seams): it registers like a card-path operation — refused with the
+    /// tool's error when the session already has one — and then holds. No mint, no card, no
+    /// watcher: only the host's inputs (transition, refresh, card answers, settle, interrupt) move
+    /// it, and its deadline when the host feeds timeouts. It settles `all_resolved` once every
+    /// target resolved, like a watched operation.
     #[must_use = "a flow does nothing until its effects are drained"]
     pub fn open(
         targets: Vec<Target>,
@@ -478,13 +495,10 @@ impl Flow {
         entropy: [u8; 6],
         now: Timestamp,
     ) -> Flow {
-        let deadline = config.deadline;
+        let deadline = config.options.deadline;
         let mut flow = Flow::blank(config, Path::Card);
         flow.held = true;
-        let op = Operation::new(OpId::from_entropy(entropy), targets, now, deadline);
-        flow.watch = watch::Watcher::new(op.rows().len());
-        let op_id = op.op_id();
-        flow.op = Some(op);
+        let op_id = flow.create_operation(targets, deadline, entropy, now);
         flow.stage = Stage::Registering;
         flow.push(Effect::Register {
             key: flow.registry_key.clone(),
@@ -506,13 +520,11 @@ impl Flow {
         entropy: [u8; 6],
         now: Timestamp,
     ) -> Flow {
-        let deadline = config.deadline;
+        let deadline = config.options.deadline;
         let mut flow = Flow::blank(config, Path::Card);
         flow.held = true;
         flow.host_settles = true;
-        let op = Operation::new(OpId::from_entropy(entropy), targets, now, deadline);
-        flow.watch = watch::Watcher::new(op.rows().len());
-        flow.op = Some(op);
+        flow.create_operation(targets, deadline, entropy, now);
         flow.stage = Stage::Held;
         flow
     }
@@ -571,10 +583,70 @@ impl Flow {
         self.stage == Stage::Done && self.effects.is_empty()
     }
 
+    /// Whether the flow has returned: its result is queued (or taken) and no input moves it
+    /// any more. Unlike [`Flow::is_done`], its last effects may still wait in the queue: a
+    /// host that runs them on another thread can tell that the operation ended before they ran.
+    #[must_use]
+    pub fn has_returned(&self) -> bool {
+        self.stage == Stage::Done
+    }
+
     // ----- inputs -------------------------------------------------------------------------
     //
     // Each is one `Input` by name (`handle_input` dispatches here), so a runtime that holds the
     // pieces need not build the value.
+
+    /// Feeds one input at `now`. Afterwards drain [`poll_effect`](Self::poll_effect) to `None`
+    /// before asking [`poll_timeout`](Self::poll_timeout).
+    ///
+    /// `Err` is the caller's mistake and, but for one case, changed nothing: a gateway reply
+    /// of another kind than its call asked for is still taken, as an invalid response, so the
+    /// flow never waits on it forever, and reported as [`CallerError::ReplyMismatch`].
+    ///
+    /// The typed `handle_*` methods are the same inputs by name; this is where they meet.
+    pub fn handle_input(&mut self, input: Input, now: Timestamp) -> Result<Handled, CallerError> {
+        match input {
+            Input::Registered(result) => {
+                self.handle_registered(result, now);
+                Ok(Handled::Taken)
+            }
+            Input::Gateway { id, result } => self
+                .handle_gateway(id, result, now)
+                .map(|()| Handled::Taken),
+            Input::Timeout => {
+                self.handle_timeout(now);
+                Ok(Handled::Taken)
+            }
+            Input::CardAnswer(answer) => self.handle_card_answer(&answer, now).map(Handled::Card),
+            Input::Continue => self.handle_continue(now).map(Handled::Card),
+            Input::Interrupt => Ok(Handled::Settled(self.handle_interrupt(now))),
+            Input::Settle(reason) => Ok(Handled::Settled(self.handle_settle(reason, now))),
+            Input::Transition {
+                name,
+                to,
+                actor,
+                patch,
+            } => self
+                .handle_transition(&name, to, actor, patch, now)
+                .map(Handled::Moved),
+            Input::Refresh {
+                name,
+                connect_url,
+                detail,
+                actor,
+            } => self
+                .handle_refresh(&name, connect_url, detail, actor, now)
+                .map(Handled::Refreshed),
+            Input::ReturnHint { target } => self
+                .handle_return_hint(target.as_deref(), now)
+                .map(|read| Handled::Hinted { read }),
+            Input::Register { profile } => self.handle_register(profile).map(|()| Handled::Taken),
+            Input::Observe => self.handle_observe(now).map(|()| Handled::Taken),
+            Input::SettleIfAllResolved => {
+                Ok(Handled::Settled(self.handle_settle_if_all_resolved(now)))
+            }
+        }
+    }
 
     /// [`Input::Registered`]: the registry's answer to [`Effect::Register`]; `Err` carries the
     /// id of the operation already open under the key.
@@ -639,8 +711,8 @@ impl Flow {
             Ok(reply) if !purpose.accepts(reply) => {
                 let err = CallerError::ReplyMismatch {
                     call: id,
-                    expected: purpose.expects(),
-                    got: reply.kind(),
+                    expected: purpose.route().name(),
+                    got: reply.route().name(),
                 };
                 self.answered(purpose, Err(GatewayError::invalid(err.to_string())), now);
                 Err(err)
@@ -692,7 +764,7 @@ impl Flow {
         }
     }
 
-    /// [`Input::CardAnswer`]: the card's answer (SPEC §5.6). Any status but
+    /// [`Input::CardAnswer`]: the card's answer (docs/contract.md#card-answers). Any status but
     /// `skipped`/`approved` refuses the whole answer and moves nothing.
     pub fn handle_card_answer(
         &mut self,
@@ -714,7 +786,7 @@ impl Flow {
                 continue;
             };
             if !self.op().rows()[index].state.is_resolved() {
-                self.step(
+                self.move_row(
                     index,
                     TargetState::Skipped,
                     Actor::User,
@@ -940,7 +1012,8 @@ impl Flow {
         self.op.as_ref()
     }
 
-    /// The operation view (SPEC §3.2): live rows while open, the frozen snapshot once settled.
+    /// The operation view (docs/contract.md#operation-view): live rows while open, the frozen
+    /// snapshot once settled.
     #[must_use]
     pub fn view(&self) -> Option<OperationView> {
         self.op.as_ref().map(OperationView::of)
@@ -1011,7 +1084,7 @@ impl Flow {
 
     /// Moves row `index`, and reports the change. A move the table refuses (the row moved on
     /// while an answer was in flight) is dropped: the answer is late.
-    fn step(
+    fn move_row(
         &mut self,
         index: usize,
         to: TargetState,
@@ -1029,6 +1102,35 @@ impl Flow {
             }
             Ok(None) | Err(_) => false,
         }
+    }
+
+    /// A move the backend witnessed: a mint or a read found the account. On a `pending` row
+    /// that is the witness that the attempt started, so the row first moves `→ initiated` (as
+    /// `backend_watcher`, with `witness`: what the mint handed out), then moves to `to` (as
+    /// `actor`, with `patch`) unless that first move settled the operation. A row past
+    /// `pending` moves to `to` alone.
+    fn witnessed_move(
+        &mut self,
+        index: usize,
+        witness: Patch,
+        to: TargetState,
+        actor: Actor,
+        patch: Patch,
+        now: Timestamp,
+    ) {
+        if self.op().rows()[index].state == TargetState::Pending {
+            self.move_row(
+                index,
+                TargetState::Initiated,
+                Actor::BackendWatcher,
+                witness,
+                now,
+            );
+            if self.op().is_settled() {
+                return;
+            }
+        }
+        self.move_row(index, to, actor, patch, now);
     }
 
     /// An effective change: a frame on the card path, and a wake for the watcher.

@@ -1,5 +1,5 @@
-//! Prepare (SPEC §5.4): the repair read, the one mint, the misroute check, and the end of
-//! prepare (settle, card, or links).
+//! Prepare (docs/contract.md#prepare): the repair read, the one mint, the misroute check, and the
+//! end of prepare (settle, card, or links).
 
 use super::{Effect, Event, Flow, Path, Purpose, Stage, Surface};
 use crate::contract::{Actor, SettleReason, TargetAction, TargetState};
@@ -46,8 +46,8 @@ impl Flow {
         self.call(Purpose::Mint, GatewayCall::Mint(Box::new(request)));
     }
 
-    /// Repair: rows the list says are connected step `pending→initiated→connected` with no
-    /// mint; the rest are minted with `reinitiate: true`.
+    /// Repair: rows the list says are connected move to `connected` as witnessed (through
+    /// `initiated`) with no mint; the rest are minted with `reinitiate: true`.
     pub(super) fn on_repair_list(
         &mut self,
         result: Result<GatewayReply, GatewayError>,
@@ -63,15 +63,9 @@ impl Flow {
             let name = self.op().rows()[index].name.clone();
             let connected = rows.iter().any(|r| r.connector == name && r.connected);
             if connected {
-                self.step(
+                self.witnessed_move(
                     index,
-                    TargetState::Initiated,
-                    Actor::BackendWatcher,
                     Patch::default(),
-                    now,
-                );
-                self.step(
-                    index,
                     TargetState::Connected,
                     Actor::BackendWatcher,
                     Patch::default(),
@@ -99,8 +93,9 @@ impl Flow {
         self.misroute_check(now);
     }
 
-    /// `active` → initiated then connected; `initiated` → initiated with its link; anything
-    /// else → failed. The detail is the row's `statusReason` (absent: empty), never the state.
+    /// `active` → connected as witnessed (through `initiated`, with the row's account id);
+    /// `initiated` → initiated with its link; anything else → failed. The detail is the row's
+    /// `statusReason` (absent: empty), never the state.
     fn apply_mint_row(&mut self, index: usize, row: MintRow, now: Timestamp) {
         let detail: Text = row.status_reason.unwrap_or_else(|| Text::from(""));
         let w = Actor::BackendWatcher;
@@ -112,8 +107,14 @@ impl Flow {
                     connect_url: None,
                     extra: None,
                 };
-                self.step(index, TargetState::Initiated, w, patch, now);
-                self.step(index, TargetState::Connected, w, Patch::default(), now);
+                self.witnessed_move(
+                    index,
+                    patch,
+                    TargetState::Connected,
+                    w,
+                    Patch::default(),
+                    now,
+                );
             }
             MintStatus::Initiated => {
                 let patch = Patch {
@@ -122,10 +123,10 @@ impl Flow {
                     connection_id: row.connection_id,
                     extra: None,
                 };
-                self.step(index, TargetState::Initiated, w, patch, now);
+                self.move_row(index, TargetState::Initiated, w, patch, now);
             }
             MintStatus::Failed => {
-                self.step(index, TargetState::Failed, w, Patch::detail(detail), now);
+                self.move_row(index, TargetState::Failed, w, Patch::detail(detail), now);
             }
         }
     }

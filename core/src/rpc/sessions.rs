@@ -1,4 +1,4 @@
-//! Who owns which session, and the checks of SPEC §7 in their pinned order.
+//! Who owns which session, and the checks of docs/protocol.md#errors in their pinned order.
 //!
 //! A [`SessionTable`] is the JSON-RPC server's record of sessions: each one belongs to the
 //! transport that created it, has a `session_key` its operations register under, and a
@@ -34,9 +34,10 @@ pub struct TransportId(u64);
 pub struct Session<A> {
     /// The session id.
     pub id: Text,
-    /// The key its operations register under: the host's key for the conversation (SPEC §4).
+    /// The key its operations register under: the host's key for the conversation
+    /// (docs/contract.md#registry).
     pub key: Text,
-    /// Where it runs: decides card or links (SPEC §5.3).
+    /// Where it runs: decides card or links (docs/contract.md#card-or-links).
     pub source: Surface,
     /// The transport that created it; the only one its methods and events go to.
     pub owner: TransportId,
@@ -157,9 +158,9 @@ pub enum Call<O> {
 }
 
 impl<A> SessionRequest<A> {
-    /// The rest of SPEC §7's checks, in order: `op_id` present (4000), the operation open in
-    /// this session — `find(session_key, op_id)`, 4004 when it finds none —, the card answer
-    /// well formed (4000). Methods that name no operation check their own parameters
+    /// The rest of the checks of docs/protocol.md#errors, in order: `op_id` present (4000), the
+    /// operation open in this session — `find(session_key, op_id)`, 4004 when it finds none —, the
+    /// card answer well formed (4000). Methods that name no operation check their own parameters
     /// (`tool_call_id` and `agent_session_id` are optional strings).
     pub fn check<O>(
         self,
@@ -233,8 +234,8 @@ impl<A> SessionTable<A> {
     }
 
     /// A transport closed: it creates no session any more (4001). Returns the ids of the
-    /// sessions it owns, which the server closes (SPEC §7: a closing transport acts as
-    /// `session.close` on each).
+    /// sessions it owns, which the server closes (docs/protocol.md#sessions: a closing transport
+    /// acts as `session.close` on each).
     pub fn close_transport(&mut self, transport: TransportId) -> Vec<Text> {
         self.open.remove(&transport);
         self.by_id
@@ -260,10 +261,10 @@ impl<A> SessionTable<A> {
         self.stopping
     }
 
-    /// The first checks of a request, in SPEC §7's order. `session.create` is decided here
-    /// whole: its parameters (4000), a closed transport (4001), a live id or key (4000); its
-    /// id is `fresh_id()` when none is given, and `attach(stopping)` makes what the server
-    /// attaches to it (`stopping`: shutdown began, so it starts interrupted). Every other
+    /// The first checks of a request, in the order of docs/protocol.md#errors. `session.create`
+    /// is decided here whole: its parameters (4000), a closed transport (4001), a live id or key
+    /// (4000); its id is `fresh_id()` when none is given, and `attach(stopping)` makes what the
+    /// server attaches to it (`stopping`: shutdown began, so it starts interrupted). Every other
     /// method: `session_id` (4000), then owned by `transport` (4001).
     pub fn admit(
         &mut self,

@@ -6,6 +6,7 @@ one process may use the same session key without seeing each other's operations.
 from __future__ import annotations
 
 import contextvars
+import functools
 import os
 from pathlib import Path
 from typing import Optional, Union
@@ -23,6 +24,20 @@ def get_hermes_home() -> Path:
     """The profile home of the current context: its override, else the process's."""
     override = _override.get()
     return Path(override) if override else process_hermes_home()
+
+
+def hermes_home_text(process: bool = False) -> str:
+    """The profile home as text, the process's own with ``process``, without building a
+    ``Path`` (every tool call asks for it; a caller that needs one name per folder resolves
+    it, as ``tools.connectors.live`` does)."""
+    override = None if process else _override.get()
+    return override or os.environ.get("HERMES_HOME") or _default_home(os.environ.get("HOME"))
+
+
+@functools.lru_cache(maxsize=16)
+def _default_home(home: Optional[str]) -> str:
+    """``~/.hermes`` for the user whose home is ``home`` (``$HOME``, read by the caller)."""
+    return os.path.join(os.path.expanduser("~"), ".hermes")
 
 
 def set_hermes_home_override(home: Union[str, Path]) -> contextvars.Token:

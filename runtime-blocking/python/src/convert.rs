@@ -73,17 +73,17 @@ pub fn from_py(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Value> {
     })
 }
 
-/// One step into a value.
+/// One segment of the path into a value: a key or an index.
 #[derive(Clone, Debug)]
-enum Step {
+enum Segment {
     Key(String),
     Index(usize),
 }
 
-/// Why a value is refused; its path is collected on the way out (innermost step first).
+/// Why a value is refused; its path is collected on the way out (innermost segment first).
 struct Failure {
     why: Why,
-    path: Vec<Step>,
+    path: Vec<Segment>,
 }
 
 enum Why {
@@ -151,26 +151,26 @@ fn article(name: &str) -> &'static str {
 }
 
 /// `args['a'][0]`, eliding the middle of a long path.
-fn show_path(what: &str, path: &[Step]) -> String {
+fn show_path(what: &str, path: &[Segment]) -> String {
     let mut out = what.to_owned();
-    let show = |out: &mut String, step: &Step| match step {
-        Step::Key(key) => {
+    let show = |out: &mut String, segment: &Segment| match segment {
+        Segment::Key(key) => {
             let _ = write!(out, "[{}]", python_str(key));
         }
-        Step::Index(i) => {
+        Segment::Index(i) => {
             let _ = write!(out, "[{i}]");
         }
     };
     if path.len() <= PATH_SHOWN {
-        path.iter().for_each(|step| show(&mut out, step));
+        path.iter().for_each(|segment| show(&mut out, segment));
     } else {
         path[..PATH_SHOWN / 2]
             .iter()
-            .for_each(|step| show(&mut out, step));
+            .for_each(|segment| show(&mut out, segment));
         let _ = write!(out, "…{} more…", path.len() - PATH_SHOWN);
         path[path.len() - PATH_SHOWN / 2..]
             .iter()
-            .for_each(|step| show(&mut out, step));
+            .for_each(|segment| show(&mut out, segment));
     }
     out
 }
@@ -256,7 +256,7 @@ fn container(
 ) -> Result<Value, Failure> {
     let item = |index: usize, item: &Bound<'_, PyAny>, containers: &mut Vec<_>| {
         from_py_at(item, containers).map_err(|mut failure| {
-            failure.path.push(Step::Index(index));
+            failure.path.push(Segment::Index(index));
             failure
         })
     };
@@ -273,7 +273,7 @@ fn container(
                 Err(_) => return Err(Failure::new(Why::KeyNotStr(type_name(&key)))),
             };
             let value = from_py_at(&value, containers).map_err(|mut failure| {
-                failure.path.push(Step::Key(key.clone()));
+                failure.path.push(Segment::Key(key.clone()));
                 failure
             })?;
             map.insert(key, value);

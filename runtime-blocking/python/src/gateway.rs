@@ -4,7 +4,7 @@
 use crate::convert::from_py;
 use crate::errors::GatewayClientError;
 use connop_blocking::http::HttpToolGateway;
-use connop_blocking::{Answer, CallQueue, DriverCall, OnAnswer, OpHandle, Started};
+use connop_blocking::{CallAnswer, CallQueue, DriverCall, OnAnswer, OpHandle, CallsStarted};
 use connop_core::flow::CallPurpose;
 use connop_core::tool_gateway::{
     Account, BlockingToolGateway, ConnectorRow, GatewayCall, GatewayError, GatewayReply, MintRow,
@@ -328,7 +328,7 @@ pub struct PyCalls {
     /// `None`: inline, on the waiting thread. Otherwise the operation's queue on the call
     /// pool, whose answers arrive in `arrived`.
     pool: Option<CallQueue>,
-    arrived: Arc<Mutex<Vec<Answer>>>,
+    arrived: Arc<Mutex<Vec<CallAnswer>>>,
     /// `hosted_names()`: answers the misroute check's list read instead of the gateway.
     hosted_names: Option<Py<PyAny>>,
 }
@@ -342,7 +342,7 @@ impl PyCalls {
         hosted_names: Option<Py<PyAny>>,
         driver: std::thread::Thread,
     ) -> Self {
-        let arrived: Arc<Mutex<Vec<Answer>>> = Arc::default();
+        let arrived: Arc<Mutex<Vec<CallAnswer>>> = Arc::default();
         let pool = (!inline).then(|| {
             let arrived = arrived.clone();
             let on_answer: OnAnswer = Box::new(move |_, id, result| {
@@ -368,9 +368,9 @@ impl PyCalls {
         &self,
         op: &OpHandle,
         calls: &mut Vec<DriverCall>,
-        answers: &mut Vec<Answer>,
-    ) -> Started {
-        let mut started = Started::AtOnce;
+        answers: &mut Vec<CallAnswer>,
+    ) -> CallsStarted {
+        let mut started = CallsStarted::AtOnce;
         for (id, call) in calls.drain(..) {
             if let (Some(hosted), GatewayCall::List { .. }) = (&self.hosted_names, &call) {
                 if op.call_purpose(id) == Some(CallPurpose::MisrouteList) {
@@ -378,7 +378,7 @@ impl PyCalls {
                         .and_then(|_inside| Python::try_attach(|py| hosted_rows(py, hosted)))
                         .unwrap_or_else(|| Err(shutting_down()));
                     answers.push((id, rows));
-                    started = Started::AfterWaiting;
+                    started = CallsStarted::AfterWaiting;
                     continue;
                 }
             }
@@ -386,7 +386,7 @@ impl PyCalls {
                 Some(pool) => pool.start(op, id, call),
                 None => {
                     answers.push((id, self.gateway.call(&call)));
-                    started = Started::AfterWaiting;
+                    started = CallsStarted::AfterWaiting;
                 }
             }
         }
@@ -394,7 +394,7 @@ impl PyCalls {
     }
 
     /// Moves the answers the pool delivered since into `answers`.
-    pub fn collect(&self, answers: &mut Vec<Answer>) {
+    pub fn collect(&self, answers: &mut Vec<CallAnswer>) {
         let mut arrived = self.arrived.lock().unwrap_or_else(|p| p.into_inner());
         answers.append(&mut arrived);
     }

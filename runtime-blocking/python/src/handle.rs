@@ -4,11 +4,11 @@
 //! Python: so the caller's next line runs before the thread the input woke runs Python
 //! again, as it would if the operation were Python code. Reads release the GIL.
 
+use crate::callbacks::events;
 use crate::convert::{from_py, to_py};
 use crate::enums::{PyActor, PyKind, PySettleReason, PyTargetAction, PyTargetState};
 use crate::errors::{OperationAlreadyOpen, caller_error};
 use crate::gateway::seconds;
-use crate::tool::events;
 use connop_blocking::{Interrupt, OpHandle, SharedRegistry, ToolContext};
 use connop_core::card::CardAnswer;
 use connop_core::contract::{Kind, TargetAction};
@@ -112,9 +112,9 @@ impl PyRegistry {
         let targets = parse_targets(targets)?;
         let mut context: ToolContext<()> =
             ToolContext::new(self.inner.clone(), session_key, Arc::new(()));
-        context.deadline = seconds(deadline, "deadline")?;
+        context.options.deadline = seconds(deadline, "deadline")?;
         context.surface = Surface::Unset;
-        context.events = on_update.map(|update| events(None, Some(update), None));
+        context.events = on_update.map(|update| events(None, Some(update), None, None));
         context.interrupt = interrupt.map(|i| i.inner.clone());
         match holding_gil(|| context.open(targets)) {
             Ok(op) => Ok(PyOperation::from(op)),
@@ -143,10 +143,10 @@ impl PyRegistry {
         let (targets, envs) = host_targets(targets)?;
         let mut context: ToolContext<()> =
             ToolContext::new(self.inner.clone(), session_key, Arc::new(()));
-        context.deadline = seconds(deadline, "deadline")?;
+        context.options.deadline = seconds(deadline, "deadline")?;
         context.surface = Surface::Unset;
         context.tool_call_id = tool_call_id.map(Into::into);
-        context.events = on_update.map(|update| events(None, Some(update), None));
+        context.events = on_update.map(|update| events(None, Some(update), None, None));
         let op = context.detached(targets);
         for (name, env) in envs {
             op.set_required_env(&name, Some(env))

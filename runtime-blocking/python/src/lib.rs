@@ -6,6 +6,7 @@
 //!
 //! - `manage_connections(args, *, session_key, gateway, …) -> str` (`src/tool.rs`);
 //! - the registry, operation handles and interrupt tokens (`src/handle.rs`);
+//! - the host's card and update callbacks as the operation's event sink (`src/callbacks.rs`);
 //! - tool gateways: connop's HTTP client, or any Python object with the original client's
 //!   three methods (`src/gateway.rs`);
 //! - the contract's enums (`src/enums.rs`) and exceptions (`src/errors.rs`).
@@ -13,6 +14,7 @@
 //! The stub `connop.pyi` beside this crate's manifest types the module for Python tools;
 //! `docs/python.md` is the contract it follows.
 
+mod callbacks;
 mod compat;
 mod convert;
 mod enums;

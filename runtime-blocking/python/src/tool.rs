@@ -1,17 +1,18 @@
 //! `manage_connections` for a Python host: the blocking driver's loop on the calling thread,
 //! with the GIL released while it waits, and Ctrl-C heard on the main thread.
 
-use crate::convert::{from_py, to_py};
+use crate::callbacks::{CardFailure, events};
+use crate::convert::from_py;
 use crate::gateway::{PyCalls, PyGateway, PyHttpGateway, seconds};
 use crate::handle::{PyInterrupt, PyRegistry, default_registry};
-use connop_blocking::{EventSink, Next, OpHandle, ToolContext};
-use connop_core::flow::{Event, Surface};
+use connop_blocking::{Next, OpHandle, ToolContext};
+use connop_core::flow::{MIN_TICK, OperationOptions, Surface};
 use connop_core::tool_gateway::BlockingToolGateway;
 use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use serde_json::Value;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// How often the main thread looks for a pending signal while it waits. Python runs signal
@@ -29,81 +30,6 @@ fn on_main_thread(py: Python<'_>) -> PyResult<bool> {
     Ok(MAIN_THREAD.get() == Some(&this))
 }
 
-/// Where an exception `on_card` raised waits for the waiting thread, which settles the
-/// operation `interrupt` and raises it: a card that could not be shown is never waited for.
-#[derive(Clone)]
-pub struct CardFailure {
-    error: Arc<Mutex<Option<PyErr>>>,
-    waiting: std::thread::Thread,
-}
-
-impl CardFailure {
-    /// A slot for the call waiting on this thread.
-    pub fn new() -> Self {
-        CardFailure {
-            error: Arc::default(),
-            waiting: std::thread::current(),
-        }
-    }
-
-    /// Keeps the first exception and wakes the waiting thread.
-    fn put(&self, error: PyErr) {
-        self.error
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert(error);
-        self.waiting.unpark();
-    }
-
-    /// The exception, once.
-    fn take(&self) -> Option<PyErr> {
-        self.error.lock().unwrap_or_else(|p| p.into_inner()).take()
-    }
-}
-
-/// The card callback and the update callback as one event sink. `on_card` gets the card
-/// request (`connection.request`'s payload) once; `on_update` every update frame. They run
-/// with the GIL on the waiting thread (gateway answers are fed there), or on the thread whose
-/// input caused them. An exception in `on_card` goes to `card_failure`; one in `on_update` is
-/// reported as unraisable and changes nothing (a missed frame is repaired by the next, which
-/// carries the whole view).
-pub fn events(
-    on_card: Option<Py<PyAny>>,
-    on_update: Option<Py<PyAny>>,
-    card_failure: Option<CardFailure>,
-) -> EventSink {
-    Arc::new(move |event: &Event| {
-        // A payload is built only for a callback that takes it.
-        let (callback, payload) = match (event, &on_card, &on_update) {
-            (Event::Request(card), Some(callback), _) => (callback, serde_json::to_value(card)),
-            (Event::Update(frame), _, Some(callback)) => (callback, serde_json::to_value(frame)),
-            _ => return,
-        };
-        let Ok(payload) = payload else { return };
-        // Not once the interpreter began to exit (a daemon thread may still pump then).
-        let Some(_inside) = crate::exit::enter() else {
-            return;
-        };
-        let _ = Python::try_attach(|py| {
-            let callback = callback.bind(py);
-            let outcome = to_py(py, &payload).and_then(|payload| callback.call1((payload,)));
-            let Err(error) = outcome else { return };
-            if error.is_instance_of::<PyKeyboardInterrupt>(py) {
-                // SAFETY: the GIL is held; this only flags the signal again.
-                unsafe { pyo3::ffi::PyErr_SetInterrupt() };
-            } else if let (Event::Request(_), Some(failure)) = (event, &card_failure) {
-                failure.put(error);
-            } else {
-                error.write_unraisable(py, Some(callback));
-            }
-        });
-    })
-}
-
-/// The ticks a caller may ask for are at least this long: a shorter one (0 included) would
-/// read each account again as soon as the last read answered, keeping a core busy for as
-/// long as the operation waits.
-pub const MIN_TICK: Duration = Duration::from_millis(10);
 
 /// The surfaces a caller may name, and the messaging name that stands for every chat
 /// platform (links, as `cli`).
@@ -199,7 +125,8 @@ fn tick_of(tick: f64) -> PyResult<Duration> {
 /// and the call blocks until the operation settles; `cli` and `messaging` (a chat platform)
 /// return the links at once. `on_card` gets the card request once: an exception it raises
 /// settles the operation `interrupt` at once and is raised here. `on_update` gets every update
-/// frame; an exception it raises is reported as unraisable. `tick`: seconds between a row's
+/// frame (with `updates_for`, a container of operation ids, only the frames of the operations
+/// in it, checked frame by frame); an exception it raises is reported as unraisable. `tick`: seconds between a row's
 /// reads, at least 0.01 (a smaller one, 0 included, reads every 0.01 s). `gateway`: an
 /// `HttpGateway`, or any object with `list_connectors`, `connections` and `account_status`.
 /// `hosted_names` answers the misroute check instead of the connector list. `calls`:
@@ -215,7 +142,8 @@ fn tick_of(tick: f64) -> PyResult<Duration> {
 /// anything runs. The contract: docs/python.md.
 #[pyfunction]
 #[pyo3(signature = (
-    args, *, session_key, gateway, surface="", on_card=None, on_update=None, tick=1.0,
+    args, *, session_key, gateway, surface="", on_card=None, on_update=None, updates_for=None,
+    tick=1.0,
     deadline=300.0, local_catalog=Vec::new(), hosted_names=None, tool_call_id=None,
     return_to=None, desktop_return_to=None, interrupt=None, registry=None,
     agent_session_id=None, calls=None, dialect=None, available=true
@@ -229,6 +157,7 @@ pub fn manage_connections(
     surface: &str,
     on_card: Option<Py<PyAny>>,
     on_update: Option<Py<PyAny>>,
+    updates_for: Option<Py<PyAny>>,
     tick: f64,
     deadline: f64,
     local_catalog: Vec<String>,
@@ -270,10 +199,13 @@ pub fn manage_connections(
         ToolContext::new(registry, session_key, gateway.clone());
     context.surface = surface;
     let card_failure = CardFailure::new();
-    context.events = on_card.map(|card| events(Some(card), on_update, Some(card_failure.clone())));
-    context.tick = tick;
-    context.deadline = deadline;
-    context.local_catalog = local_catalog.iter().map(|n| n.as_str().into()).collect();
+    context.events = on_card
+        .map(|card| events(Some(card), on_update, updates_for, Some(card_failure.clone())));
+    context.options = OperationOptions {
+        tick,
+        deadline,
+        local_catalog: local_catalog.iter().map(|n| n.as_str().into()).collect(),
+    };
     context.tool_call_id = tool_call_id.map(Into::into);
     context.return_to = return_to.map(Into::into);
     if let Some(name) = desktop_return_to {

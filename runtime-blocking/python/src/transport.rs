@@ -61,7 +61,7 @@ impl BlockingToolGateway for TransportGateway {
 
 impl TransportGateway {
     /// Sends one request through the host's transport.
-    fn send(&self, py: Python<'_>, request: &wire::Request) -> wire::Answer {
+    fn send(&self, py: Python<'_>, request: &wire::HttpRequest) -> wire::HttpAnswer {
         let failed = |what: &str, e: PyErr| TransportError::Failed(format!("{what}: {e}"));
         let headers = PyDict::new(py);
         for (name, value) in &request.headers {
@@ -124,7 +124,7 @@ impl TransportGateway {
 }
 
 /// The parts of a transport's response the API reads.
-fn response_of(response: &Bound<'_, PyAny>) -> wire::Answer {
+fn response_of(response: &Bound<'_, PyAny>) -> wire::HttpAnswer {
     let bad = |what: &str| TransportError::Failed(format!("the transport's response has {what}"));
     let status: u16 = response
         .getattr("status_code")
@@ -152,7 +152,7 @@ fn response_of(response: &Bound<'_, PyAny>) -> wire::Answer {
         .ok()
         .and_then(|h| h.call_method1("get", ("Retry-After",)).ok())
         .and_then(|v| v.extract::<String>().ok());
-    Ok(wire::Response {
+    Ok(wire::HttpResponse {
         status,
         retry_after,
         body: body.into_bytes(),
@@ -273,7 +273,7 @@ impl PyTransportGateway {
 fn mismatch(reply: &GatewayReply) -> PyErr {
     pyo3::exceptions::PyRuntimeError::new_err(format!(
         "the gateway answered a {} reply to another call",
-        reply.kind()
+        reply.route().name()
     ))
 }
 

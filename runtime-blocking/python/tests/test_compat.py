@@ -100,3 +100,44 @@ def test_connops_http_client_behind_the_layer_gets_the_misroute_check():
         server.shutdown()
     assert any(path.startswith("/v1/connectors?") for path in seen), seen
     assert out["targets"][0]["detail"].startswith("slack is a local MCP server")
+
+
+def _held_call(on_object, scripts):
+    """A tool call whose card callback takes the host's object for the operation (``live.get``)
+    and hands it to ``on_object``; returns the result and the object."""
+    held = {}
+
+    def card(payload):
+        held["op"] = live.get("h1", payload["op_id"])
+        on_object(held["op"])
+
+    live.reset_for_tests()
+    with patch.object(managed, "WATCH_TICK_SECONDS", 0.01), \
+            patch("tools.connectors.gateway.client.session_platform", return_value="desktop"):
+        out = json.loads(manage_connections({"action": "connect", "connectors": list(scripts)},
+                                            client_factory=lambda: Gateway(scripts=scripts),
+                                            connection_callback=card, session_id="h1"))
+    return out, held["op"]
+
+
+def test_a_held_object_that_waits_or_has_a_hook_gets_the_tool_calls_changes(monkeypatch):
+    # Waiting: the object's wake is set by the changes after it was asked for.
+    out, op = _held_call(lambda op: op.wake.clear(), {"gmail": ["pending", "active"]})
+    assert out["settled_by"] == "all_resolved" and op.wake.is_set()
+
+    # A replaced hook sees the tool call's moves.
+    changes = []
+    monkeypatch.setattr("tools.connectors.operation.ConnectionOperation.on_change",
+                        staticmethod(lambda operation, change, snapshot: changes.append(change)))
+    out, op = _held_call(lambda op: None, {"gmail": ["pending", "active"]})
+    assert [(c["target"], c["to"]) for c in changes] == [("gmail", "connected")]
+
+
+def test_a_held_object_that_neither_waits_nor_has_a_hook_costs_no_frame(monkeypatch):
+    built = []
+    from tools.connectors import tool
+    monkeypatch.setattr(tool, "_frame", built.append)
+    out, op = _held_call(lambda op: None, {"gmail": ["pending", "active"]})
+    assert out["settled_by"] == "all_resolved" and built == []
+    # Asked for after the changes, its wake says the operation changed since it was made.
+    assert op.wake.is_set()

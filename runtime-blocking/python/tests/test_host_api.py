@@ -165,6 +165,27 @@ def test_an_exception_in_on_update_is_reported_and_changes_nothing(registry):
     assert seen and all(str(e) == "frame renderer broke" for e in seen)
 
 
+def test_updates_for_names_the_operations_whose_frames_go_to_on_update(registry):
+    frames = []
+    # None asked for: no frame is built or delivered.
+    gw = Gateway(scripts={"gmail": ["active"], "notion": ["active"]})
+    out = run(CONNECT, gw, on_update=frames.append, updates_for=set(), tick=0.01,
+              deadline=10.0, registry=registry)
+    assert out["settled_by"] == "all_resolved" and frames == []
+
+    # An id added while the call runs gets the frames from then on: the card callback adds
+    # its operation's id, and every later frame is that operation's.
+    wanted = set()
+    gw = Gateway(scripts={"gmail": ["pending", "active"], "notion": ["active"]})
+    out = run(CONNECT, gw, session_key="s2", on_card=lambda card: wanted.add(card["op_id"]),
+              on_update=frames.append, updates_for=wanted, tick=0.01, deadline=10.0,
+              registry=registry)
+    assert out["settled_by"] == "all_resolved"
+    assert frames, "the frames after the card came"
+    assert {frame["op_id"] for frame in frames} == wanted
+    assert frames[-1]["settled_by"] == "all_resolved"
+
+
 # ----- the registry keeps settled operations -----------------------------------------------
 
 def test_get_returns_a_settled_operation_until_its_session_settles_another(registry):

@@ -1,20 +1,20 @@
-//! What a host tells a tool call (SPEC §11), and the one way both runtimes start it.
+//! What a host tells a tool call (docs/contract.md#host-seams), and the one way both runtimes start
+//! it.
 
 use super::interrupt::Interrupt;
 use super::op::{CallStarter, EventSink, OpEnv, OpHandle};
 use super::registry::SharedRegistry;
 use crate::clock::{Clock, SystemClock};
 use crate::random::entropy;
-use connop_core::flow::{DEFAULT_TICK, Flow, FlowConfig, Surface};
-use connop_core::operation::{DEFAULT_DEADLINE, OpId, Target, Text};
+use connop_core::flow::{Flow, FlowConfig, OperationOptions, Surface};
+use connop_core::operation::{OpId, Target, Text};
 use connop_core::tool::{Dialect, ToolResult};
 use connop_core::tool_gateway::DESKTOP_RETURN_TO;
 use serde_json::Value;
 use std::sync::Arc;
-use std::time::Duration;
 
-/// What the host tells a tool call (SPEC §11): where it registers, which surface the session
-/// has, where events go, which tool gateway to use, the operation's timings and clock.
+/// What the host tells a tool call (docs/contract.md#host-seams): where it registers, which surface
+/// the session has, where events go, which tool gateway to use, the operation's options and clock.
 /// Generic over the gateway so both runtimes share it.
 pub struct ToolContext<G: ?Sized> {
     /// The process's registry.
@@ -29,20 +29,16 @@ pub struct ToolContext<G: ?Sized> {
     pub events: Option<EventSink>,
     /// The tool gateway.
     pub gateway: Arc<G>,
-    /// Names the local MCP catalog serves.
-    pub local_catalog: Vec<Text>,
-    /// The watcher tick.
-    pub tick: Duration,
-    /// The operation deadline.
-    pub deadline: Duration,
+    /// The host's tick, deadline and local catalog, carried to the flow as they are.
+    pub options: OperationOptions,
     /// The agent's tool call id.
     pub tool_call_id: Option<Text>,
-    /// Where the vendor sends the browser back (the mint's `returnTo`, SPEC §12.1); `None`:
-    /// [`desktop_return_to`](Self::desktop_return_to) on the desktop surface, nothing
-    /// elsewhere.
+    /// Where the vendor sends the browser back (the mint's `returnTo`,
+    /// docs/contract.md#return-hints); `None`: [`desktop_return_to`](Self::desktop_return_to) on
+    /// the desktop surface, nothing elsewhere.
     pub return_to: Option<Text>,
     /// The desktop app's own name, sent as `returnTo` on the desktop surface (default
-    /// `connop-desktop`; an embedding names its own host app, SPEC §12.7).
+    /// `connop-desktop`; an embedding names its own host app, docs/contract.md#prepare).
     pub desktop_return_to: Text,
     /// The turn's interrupt handle.
     pub interrupt: Option<Interrupt>,
@@ -72,9 +68,7 @@ impl<G: ?Sized> ToolContext<G> {
             surface: Surface::Unset,
             events: None,
             gateway,
-            local_catalog: Vec::new(),
-            tick: DEFAULT_TICK,
-            deadline: DEFAULT_DEADLINE,
+            options: OperationOptions::default(),
             tool_call_id: None,
             return_to: None,
             desktop_return_to: DESKTOP_RETURN_TO.into(),
@@ -92,9 +86,7 @@ impl<G: ?Sized> ToolContext<G> {
         let mut config = FlowConfig::new(self.registry.key(&self.session_key));
         config.surface = self.surface.clone();
         config.card_callback = self.events.is_some();
-        config.tick = self.tick;
-        config.deadline = self.deadline;
-        config.local_catalog = self.local_catalog.clone();
+        config.options = self.options.clone();
         config.tool_call_id = self.tool_call_id.clone();
         config.return_to = self.return_to.clone();
         config.desktop_return_to = self.desktop_return_to.clone();
@@ -104,19 +96,25 @@ impl<G: ?Sized> ToolContext<G> {
         config
     }
 
+    /// An operation's environment in this context: its registry (held weakly: a registry and
+    /// the operations it holds are freed together), the event sink, how its calls run and
+    /// the clock.
+    fn env(&self, calls: Option<Arc<dyn CallStarter>>) -> OpEnv {
+        OpEnv {
+            registry: Arc::downgrade(self.registry.cell()),
+            events: self.events.clone(),
+            calls,
+            clock: self.clock.clone(),
+        }
+    }
+
     /// Starts the tool call's operation (both runtimes start it here): the flow at the
     /// clock's now, its environment, its interrupt. `calls` runs its gateway calls unless
     /// the context names its own (`None`: the driver starts them, taking them from its
     /// [`step`](OpHandle::step)). Nothing runs until a driver steps it.
     pub fn start(&self, args: &Value, calls: Option<Arc<dyn CallStarter>>) -> OpHandle {
         let flow = Flow::start(args, self.flow_config(), entropy(), self.clock.now());
-        let env = OpEnv {
-            registry: Arc::downgrade(self.registry.cell()),
-            events: self.events.clone(),
-            calls: self.calls.clone().or(calls),
-            clock: self.clock.clone(),
-        };
-        let op = OpHandle::new(flow, env);
+        let op = OpHandle::new(flow, self.env(self.calls.clone().or(calls)));
         if let Some(interrupt) = &self.interrupt {
             interrupt.attach(&op);
         }
@@ -130,25 +128,19 @@ impl<G: ?Sized> ToolContext<G> {
 pub struct AlreadyOpen {
     /// The open operation's id, when it is still open.
     pub open: Option<OpId>,
-    /// The tool's refusal text (SPEC §4).
+    /// The tool's refusal text (docs/contract.md#registry).
     pub message: String,
 }
 
 impl<G: ?Sized> ToolContext<G> {
-    /// Opens an operation the host moves itself (SPEC §11's seam; the core's
-    /// [`Flow::open`]): registered under the session key before this returns, refused when
+    /// Opens an operation the host moves itself (the seam of docs/contract.md#host-seams; the
+    /// core's [`Flow::open`]): registered under the session key before this returns, refused when
     /// the session has one open. It makes no gateway call and runs no watcher; the host
     /// moves it through the handle (its deadline fires only if the host steps it). Its
     /// events go to the context's sink.
     pub fn open(&self, targets: Vec<Target>) -> Result<OpHandle, AlreadyOpen> {
         let flow = Flow::open(targets, self.flow_config(), entropy(), self.clock.now());
-        let env = OpEnv {
-            registry: Arc::downgrade(self.registry.cell()),
-            events: self.events.clone(),
-            calls: self.calls.clone(),
-            clock: self.clock.clone(),
-        };
-        let op = OpHandle::new(flow, env);
+        let op = OpHandle::new(flow, self.env(self.calls.clone()));
         op.run_queued();
         match op.result() {
             Some(ToolResult::Error(message)) => Err(AlreadyOpen {
@@ -176,13 +168,7 @@ impl<G: ?Sized> ToolContext<G> {
     /// but the host.
     pub fn detached(&self, targets: Vec<Target>) -> OpHandle {
         let flow = Flow::detached(targets, self.flow_config(), entropy(), self.clock.now());
-        let env = OpEnv {
-            registry: Arc::downgrade(self.registry.cell()),
-            events: self.events.clone(),
-            calls: self.calls.clone(),
-            clock: self.clock.clone(),
-        };
-        OpHandle::new(flow, env)
+        OpHandle::new(flow, self.env(self.calls.clone()))
     }
 }
 
@@ -195,9 +181,7 @@ impl<G: ?Sized> Clone for ToolContext<G> {
             surface: self.surface.clone(),
             events: self.events.clone(),
             gateway: self.gateway.clone(),
-            local_catalog: self.local_catalog.clone(),
-            tick: self.tick,
-            deadline: self.deadline,
+            options: self.options.clone(),
             tool_call_id: self.tool_call_id.clone(),
             return_to: self.return_to.clone(),
             desktop_return_to: self.desktop_return_to.clone(),
@@ -214,16 +198,11 @@ impl<G: ?Sized> Clone for ToolContext<G> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use connop_core::contract::{Actor, Kind, TargetAction, TargetState};
+    use connop_core::contract::{Actor, TargetAction, TargetState};
     use connop_core::operation::Patch;
 
     fn target(name: &str) -> Target {
-        Target {
-            name: name.into(),
-            kind: Kind::Connector,
-            action: TargetAction::Connect,
-            instructions: None,
-        }
+        Target::connector(name, TargetAction::Connect)
     }
 
     #[test]

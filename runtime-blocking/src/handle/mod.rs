@@ -14,7 +14,7 @@ mod registry;
 pub use context::{AlreadyOpen, ToolContext};
 pub use interrupt::Interrupt;
 pub use op::{
-    Answer, CallStarter, DriverCall, EventSink, Next, OpHandle, OpShared, StartCalls, Started,
-    WaitThrough, waiting_through,
+    CallAnswer, CallStarter, CallsStarted, DriverCall, EventSink, Next, OpHandle, OpShared,
+    StartCalls, WaitThrough, waiting_through,
 };
 pub use registry::SharedRegistry;

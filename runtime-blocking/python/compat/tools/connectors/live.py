@@ -9,6 +9,7 @@ Profiles: ``open`` registers under the profile home of the current context
 
 from __future__ import annotations
 
+import functools
 import os
 import weakref
 from typing import Iterable, Optional
@@ -35,16 +36,24 @@ def _profile(home) -> str:
     return os.path.realpath(os.fspath(home))
 
 
+@functools.lru_cache(maxsize=256)
+def _for_home(home: str) -> connop.Registry:
+    """The registry of the profile at ``home``, looked up once per spelling (every tool call
+    asks): ``~/.hermes`` and its real path are one profile."""
+    return _registry.for_profile(_profile(home))
+
+
 def registry(profile_home: Optional[str] = None) -> connop.Registry:
     """The registry as a profile sees it: ``profile_home``'s, else the current context's
     (what a tool call registers under)."""
-    home = profile_home if profile_home is not None else hermes_constants.get_hermes_home()
-    return _registry.for_profile(_profile(home))
+    home = profile_home if profile_home is not None else hermes_constants.hermes_home_text()
+    return _for_home(os.fspath(home))
 
 
 def _lookup(profile_home: Optional[str]) -> connop.Registry:
-    home = profile_home if profile_home is not None else hermes_constants.process_hermes_home()
-    return _registry.for_profile(_profile(home))
+    home = (profile_home if profile_home is not None
+            else hermes_constants.hermes_home_text(process=True))
+    return _for_home(os.fspath(home))
 
 
 def reset_for_tests() -> None:
@@ -54,6 +63,20 @@ def reset_for_tests() -> None:
 
 def _remember(operation: "_operation.ConnectionOperation") -> None:
     _objects[operation.op_id] = operation
+
+
+# The held objects something waits on (their ``wake`` was asked for), by operation id.
+_waiting: "weakref.WeakValueDictionary[str, _operation.ConnectionOperation]" = \
+    weakref.WeakValueDictionary()
+
+
+def frames_wanted() -> "dict":
+    """The operation ids whose tool-call frames must be built, as a mapping connop asks frame
+    by frame (in C, no Python code runs): every held object's while a host replaced the
+    change hook, else those something waits on."""
+    if _operation.ConnectionOperation.on_change is not _operation.NO_HOOK:
+        return _objects.data
+    return _waiting.data
 
 
 def _object(handle: Optional[connop.Operation]) -> Optional["_operation.ConnectionOperation"]:

@@ -135,7 +135,7 @@ class ConnectionOperation:
         targets = list(targets)
         self.session_key = session_key
         self.tool_call_id = tool_call_id
-        self.wake = threading.Event()
+        self._wake: Optional[threading.Event] = threading.Event()
         seconds = OPERATION_DEADLINE_SECONDS if deadline is None else deadline
         self._handle = live.registry().detached(
             session_key, [_spec(t) for t in targets], deadline=float(seconds),
@@ -149,12 +149,31 @@ class ConnectionOperation:
         operation = cls.__new__(cls)
         operation.session_key = handle.session_key
         operation.tool_call_id = None
-        operation.wake = threading.Event()
+        # Made when first asked for: until then no frame of the tool call needs building
+        # for it (see ``live.frames_wanted``).
+        operation._wake = None
         operation._handle = handle
+        operation._adopted_seq = handle.result()["seq"]
         return operation
 
+    @property
+    def wake(self) -> threading.Event:
+        """Set on every change; a waiter clears it, then waits."""
+        event = self._wake
+        if event is None:
+            from . import live
+
+            event = threading.Event()
+            self._wake = event
+            live._waiting[self.op_id] = self
+            # Set already if the operation changed since this object was made for it.
+            if self._handle.result()["seq"] != self._adopted_seq:
+                event.set()
+        return event
+
     def _changed(self, frame: Dict[str, Any]) -> None:
-        self.wake.set()
+        if self._wake is not None:
+            self._wake.set()
         if "target" in frame:
             change = {key: frame[key] for key in _CHANGE_KEYS}
             snapshot = {k: v for k, v in frame.items() if k not in _CHANGE_KEYS}
@@ -241,3 +260,7 @@ class ConnectionOperation:
 
     def __repr__(self) -> str:
         return f"ConnectionOperation(op_id={self.op_id!r}, settled={self.settled})"
+
+
+# The change hook as the class defines it: a host that replaced it wants every change.
+NO_HOOK = ConnectionOperation.__dict__["on_change"].__func__

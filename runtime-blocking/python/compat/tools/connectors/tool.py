@@ -66,6 +66,9 @@ def manage_connections(
             surface=connop.surface_of_platform(_client.session_platform() or ""),
             on_card=connection_callback,
             on_update=_frame if connection_callback is not None else None,
+            # Frames only for operations whose object (``live``) is waited on, or every held
+            # one's while a host replaced the change hook: no other frame is built.
+            updates_for=live.frames_wanted(),
             tick=float(managed.WATCH_TICK_SECONDS),
             deadline=float(_operation.OPERATION_DEADLINE_SECONDS),
             local_catalog=sorted(managed.catalog_names() or ()),

@@ -46,6 +46,10 @@ impl RegistryKey {
 pub struct Registry<H> {
     entries: HashMap<RegistryKey, H>,
     settled: Settled<H>,
+    /// Kept operations a newer settle evicted, handed back by
+    /// [`take_retired`](Registry::take_retired): letting one go frees all it held, which is
+    /// not work for the caller whose input settled the newer one (a card answer waits on it).
+    retired: Vec<H>,
 }
 
 impl<H> Default for Registry<H> {
@@ -53,6 +57,7 @@ impl<H> Default for Registry<H> {
         Registry {
             entries: HashMap::new(),
             settled: Settled::default(),
+            retired: Vec::new(),
         }
     }
 }
@@ -149,7 +154,20 @@ impl<H: RegistryEntry> Registry<H> {
     pub fn clear(&mut self) -> Vec<H> {
         let kept = self.settled.by_key.drain().map(|(_, (_, h))| h);
         self.settled.order.clear();
-        self.entries.drain().map(|(_, h)| h).chain(kept).collect()
+        let retired = std::mem::take(&mut self.retired);
+        self.entries
+            .drain()
+            .map(|(_, h)| h)
+            .chain(kept)
+            .chain(retired)
+            .collect()
+    }
+
+    /// The kept operations that newer settles evicted since the last call, for the caller to
+    /// drop outside its lock: a runtime asks when an operation opens, off the path of any
+    /// settle.
+    pub fn take_retired(&mut self) -> Vec<H> {
+        std::mem::take(&mut self.retired)
     }
 
     /// The unsettled operation under `key`, if any.
@@ -191,15 +209,26 @@ impl<H: RegistryEntry> Registry<H> {
 
     /// Closes the entry of an operation that settled, as [`close`](Self::close) does; a
     /// [`keeping_settled`](Self::keeping_settled) registry keeps it for [`get`](Self::get).
-    /// Returns the handles no longer held (for the caller to drop outside its lock).
+    /// Returns the handles no longer held (for the caller to drop outside its lock). The
+    /// older operations keeping this one evicts are retired instead
+    /// ([`take_retired`](Self::take_retired)), at most `capacity` of them: past that they are
+    /// returned here too.
     pub fn close_settled(&mut self, key: &RegistryKey, op_id: OpId) -> Vec<H> {
         if self.entries.get(key).is_none_or(|h| h.op_id() != op_id) {
             return Vec::new();
         }
-        match self.entries.remove(key) {
-            Some(handle) => self.settled.keep(key.clone(), handle),
-            None => Vec::new(),
+        let Some(handle) = self.entries.remove(key) else {
+            return Vec::new();
+        };
+        if self.settled.capacity == 0 {
+            return vec![handle];
         }
+        let evicted = self.settled.keep(key.clone(), handle);
+        self.retired.extend(evicted);
+        if self.retired.len() > self.settled.capacity {
+            return std::mem::take(&mut self.retired);
+        }
+        Vec::new()
     }
 
     /// How many entries there are (settled leftovers included; kept settled operations,
@@ -288,27 +317,47 @@ mod tests {
         assert!(reg.close_settled(&a, id(9)).is_empty());
         reg.open(a.clone(), Entry(id(2), false)).unwrap();
         assert!(reg.get(&a, id(1)).is_some() && reg.get(&a, id(2)).is_some());
-        // The session's next settled operation replaces its older one.
+        // The session's next settled operation replaces its older one, which is retired:
+        // not handed back by the settle, but to whoever asks next (a runtime, at an open).
         reg.entries.insert(a.clone(), Entry(id(2), true));
-        let forgotten = reg.close_settled(&a, id(2));
-        assert_eq!(forgotten.iter().map(|e| e.0).collect::<Vec<_>>(), [id(1)]);
+        assert!(reg.close_settled(&a, id(2)).is_empty());
         assert!(reg.get(&a, id(1)).is_none() && reg.get(&a, id(2)).is_some());
+        let retired = reg.take_retired();
+        assert_eq!(retired.iter().map(|e| e.0).collect::<Vec<_>>(), [id(1)]);
+        assert!(reg.take_retired().is_empty(), "handed back once");
         // Past capacity the one settled longest ago goes.
         reg.open(b.clone(), Entry(id(3), true)).unwrap();
         assert!(reg.close_settled(&b, id(3)).is_empty());
         reg.open(c.clone(), Entry(id(4), true)).unwrap();
-        let forgotten = reg.close_settled(&c, id(4));
-        assert_eq!(forgotten.iter().map(|e| e.0).collect::<Vec<_>>(), [id(2)]);
+        assert!(reg.close_settled(&c, id(4)).is_empty());
+        assert_eq!(
+            reg.take_retired().iter().map(|e| e.0).collect::<Vec<_>>(),
+            [id(2)]
+        );
         assert!(reg.get(&a, id(2)).is_none());
         assert!(reg.get(&b, id(3)).is_some() && reg.get(&c, id(4)).is_some());
         // An explicit close forgets a kept one; the queue of stale numbers stays bounded.
         assert_eq!(reg.close(&b, id(3)).map(|e| e.0), Some(id(3)));
         assert!(reg.get(&b, id(3)).is_none());
+        // Retired ones no one asks for are handed back by a settle past capacity: at most
+        // `capacity` wait.
+        let mut handed_back = 0;
         for n in 10..100u8 {
             reg.open(c.clone(), Entry(id(n), true)).unwrap();
-            reg.close_settled(&c, id(n));
+            handed_back += reg.close_settled(&c, id(n)).len();
+            assert!(reg.retired.len() <= 2, "{}", reg.retired.len());
         }
+        assert_eq!(
+            handed_back + reg.take_retired().len(),
+            90,
+            "each evicted one once"
+        );
         assert!(reg.settled.order.len() <= 4, "{}", reg.settled.order.len());
         assert_eq!(reg.get(&c, id(99)).map(|e| e.0), Some(id(99)));
+        // A registry that keeps nothing hands the settled one back at once, retiring none.
+        let mut plain = Registry::new();
+        plain.open(a.clone(), Entry(id(1), true)).unwrap();
+        assert_eq!(plain.close_settled(&a, id(1)).len(), 1);
+        assert!(plain.take_retired().is_empty());
     }
 }

@@ -198,7 +198,8 @@ def manage_connections(
     args: Union[Mapping[str, Any], str],
     *,
     session_key: str,
-    gateway: Union[HttpGateway, GatewayObject],
+    gateway: Optional[Union[HttpGateway, GatewayObject]] = None,
+    gateway_factory: Optional[Callable[[], Union[HttpGateway, GatewayObject]]] = None,
     surface: Literal["", "desktop", "tui", "cli", "messaging"] = "",
     on_card: Optional[Callable[[dict], Any]] = None,
     on_update: Optional[Callable[[dict], Any]] = None,
@@ -227,14 +228,18 @@ def manage_connections(
     here. ``on_update`` gets every update frame (with ``updates_for``, a container of
     operation ids, only the frames of the operations in it, asked frame by frame, so a frame
     no one wants is never built); an exception it raises is reported as unraisable. ``tick``: seconds between a row's reads, at least 0.01 (a smaller one, 0
-    included, reads every 0.01 s). ``hosted_names`` answers the misroute check instead of the
+    included, reads every 0.01 s). ``gateway``: an ``HttpGateway`` or a gateway object; or,
+    instead, ``gateway_factory``, called once the arguments passed the check (a refused call
+    builds no client), an ``Exception`` it raises being the tool's "gateway failed" result.
+    ``hosted_names`` answers the misroute check instead of the
     connector list (``None`` from it: unknown). ``desktop_return_to`` names the desktop app
     sent as ``returnTo`` on the desktop surface (default ``connop-desktop``); ``return_to`` is
     sent on every surface. ``calls``: ``"worker"`` (the default) runs gateway calls on a pool
     shared by every operation, so the deadline, an interrupt and a card answer never wait for
     a slow call (the gateway object may be called from two threads at once); ``"inline"`` runs
-    them on the waiting thread, for a gateway object that answers at once, its reads one at a
-    time, each with the time then left, none once the deadline came. Ctrl-C on the main
+    a gateway object's calls on the waiting thread, for one that answers at once, its reads one
+    at a time, each with the time then left, none once the deadline came (an
+    ``HttpGateway``'s calls stay on the pool). Ctrl-C on the main
     thread settles the operation ``interrupt`` and the call returns that result.
     ``dialect``: ``"connop"`` (the default) or ``"original"`` (the original agent system's words
     and argument forms); ``available=False`` refuses valid arguments (connectors are not

@@ -11,6 +11,11 @@ import os
 from pathlib import Path
 from typing import Optional, Union
 
+import connop
+
+# ``os.environ.get`` without its exception for an unset name (every tool call asks).
+_getenv = connop._getenv
+
 _override: "contextvars.ContextVar[Optional[str]]" = contextvars.ContextVar(
     "hermes_home_override", default=None)
 
@@ -31,7 +36,7 @@ def hermes_home_text(process: bool = False) -> str:
     ``Path`` (every tool call asks for it; a caller that needs one name per folder resolves
     it, as ``tools.connectors.live`` does)."""
     override = None if process else _override.get()
-    return override or os.environ.get("HERMES_HOME") or _default_home(os.environ.get("HOME"))
+    return override or _getenv("HERMES_HOME") or _default_home(_getenv("HOME"))
 
 
 @functools.lru_cache(maxsize=16)

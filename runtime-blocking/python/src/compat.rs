@@ -97,12 +97,7 @@ pub fn check_args(
             .map_err(|e| PyValueError::new_err(format!("args is not JSON: {e}")))?,
         Err(_) => from_py(args, "args")?,
     };
-    let refusal = match tool::parse_args_in(&args, dialect) {
-        Err(err) => err.to_string(),
-        Ok(_) if !available => tool::UNAVAILABLE_TEXT.to_owned(),
-        Ok(_) => return Ok(None),
-    };
-    Ok(Some(ToolResult::Error(refusal).to_json()))
+    Ok(crate::tool::refusal(&args, dialect, available))
 }
 
 /// The tool's JSON result when the gateway cannot be reached (its client could not be
@@ -129,4 +124,17 @@ pub fn surface_of_platform(platform: &str) -> String {
     connop_core::flow::Surface::of_platform(platform)
         .as_str()
         .to_owned()
+}
+
+/// A variable of the process's environment, or `None`: what `os.environ.get(name)` answers
+/// (Python's `os.environ` writes through to the process's), without the exception Python
+/// raises and catches inside for an unset one. A host layer reads a few of these on every
+/// tool call.
+#[pyfunction]
+#[pyo3(name = "_getenv")]
+pub fn getenv(name: &str) -> Option<std::ffi::OsString> {
+    if name.is_empty() || name.contains(['=', '\0']) {
+        return None;
+    }
+    std::env::var_os(name)
 }

@@ -4,7 +4,7 @@
 use crate::convert::from_py;
 use crate::errors::GatewayClientError;
 use connop_blocking::http::HttpToolGateway;
-use connop_blocking::{CallAnswer, CallQueue, DriverCall, OnAnswer, OpHandle, CallsStarted};
+use connop_blocking::{CallAnswer, CallQueue, CallsStarted, DriverCall, OnAnswer, OpHandle};
 use connop_core::flow::CallPurpose;
 use connop_core::tool_gateway::{
     Account, BlockingToolGateway, ConnectorRow, GatewayCall, GatewayError, GatewayReply, MintRow,

@@ -89,6 +89,7 @@ fn connop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compat::gateway_failed, m)?)?;
     m.add_function(wrap_pyfunction!(compat::tool_schema, m)?)?;
     m.add_function(wrap_pyfunction!(compat::surface_of_platform, m)?)?;
+    m.add_function(wrap_pyfunction!(compat::getenv, m)?)?;
     m.add_class::<enums::PyTargetState>()?;
     m.add_class::<enums::PyActor>()?;
     m.add_class::<enums::PySettleReason>()?;

@@ -7,8 +7,9 @@ use crate::gateway::{PyCalls, PyGateway, PyHttpGateway, seconds};
 use crate::handle::{PyInterrupt, PyRegistry, default_registry};
 use connop_blocking::{Next, OpHandle, ToolContext};
 use connop_core::flow::{MIN_TICK, OperationOptions, Surface};
+use connop_core::tool::{Dialect, ToolResult};
 use connop_core::tool_gateway::BlockingToolGateway;
-use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyException, PyKeyboardInterrupt, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use serde_json::Value;
@@ -24,12 +25,22 @@ const SIGNAL_CHECK: Duration = Duration::from_millis(20);
 /// signal handlers.
 pub static MAIN_THREAD: OnceLock<u64> = OnceLock::new();
 
-/// Whether this thread is Python's main thread.
-fn on_main_thread(py: Python<'_>) -> PyResult<bool> {
-    let this: u64 = py.import("_thread")?.call_method0("get_ident")?.extract()?;
-    Ok(MAIN_THREAD.get() == Some(&this))
+thread_local! {
+    /// Whether this OS thread is Python's main thread, asked once per thread (every tool
+    /// call wants it; a thread's identity does not change).
+    static ON_MAIN_THREAD: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
 }
 
+/// Whether this thread is Python's main thread.
+fn on_main_thread(py: Python<'_>) -> PyResult<bool> {
+    if let Some(known) = ON_MAIN_THREAD.get() {
+        return Ok(known);
+    }
+    let this: u64 = py.import("_thread")?.call_method0("get_ident")?.extract()?;
+    let main = MAIN_THREAD.get() == Some(&this);
+    ON_MAIN_THREAD.set(Some(main));
+    Ok(main)
+}
 
 /// The surfaces a caller may name, and the messaging name that stands for every chat
 /// platform (links, as `cli`).
@@ -114,6 +125,17 @@ fn gateway_of(gateway: &Bound<'_, PyAny>) -> PyResult<Arc<dyn BlockingToolGatewa
 }
 
 /// `tick`: a finite number of seconds >= 0, at least [`MIN_TICK`].
+/// The tool's refusal (its JSON result) of arguments the core rejects, or of valid ones
+/// while the host says connectors are not available; `None` when the call may go on.
+pub fn refusal(args: &Value, dialect: Dialect, available: bool) -> Option<String> {
+    let text = match connop_core::tool::parse_args_in(args, dialect) {
+        Err(err) => err.to_string(),
+        Ok(_) if !available => connop_core::tool::UNAVAILABLE_TEXT.to_owned(),
+        Ok(_) => return None,
+    };
+    Some(ToolResult::Error(text).to_json())
+}
+
 fn tick_of(tick: f64) -> PyResult<Duration> {
     Ok(seconds(tick, "tick")?.max(MIN_TICK))
 }
@@ -128,13 +150,16 @@ fn tick_of(tick: f64) -> PyResult<Duration> {
 /// frame (with `updates_for`, a container of operation ids, only the frames of the operations
 /// in it, checked frame by frame); an exception it raises is reported as unraisable. `tick`: seconds between a row's
 /// reads, at least 0.01 (a smaller one, 0 included, reads every 0.01 s). `gateway`: an
-/// `HttpGateway`, or any object with `list_connectors`, `connections` and `account_status`.
-/// `hosted_names` answers the misroute check instead of the connector list. `calls`:
-/// `"worker"` (the default: calls run off the waiting thread, on a shared pool, so the
-/// deadline, an interrupt and a card answer never wait for a slow call, nor one row's read
-/// for another's; their answers are fed on the waiting thread) or `"inline"` (on the waiting
-/// thread: only for a gateway that answers at once; reads then go out one at a time, each
-/// with the time then left, none once the deadline came). The GIL is released while the call
+/// `HttpGateway`, or any object with `list_connectors`, `connections` and `account_status`;
+/// or, instead, `gateway_factory`: called with no argument once the arguments passed the
+/// check, so a refused call builds no client, and an exception it raises is the tool's
+/// "gateway failed" result. `hosted_names` answers the misroute check instead of the
+/// connector list. `calls`: `"worker"` (the default: calls run off the waiting thread, on a
+/// shared pool, so the deadline, an interrupt and a card answer never wait for a slow call,
+/// nor one row's read for another's; their answers are fed on the waiting thread) or
+/// `"inline"` (a gateway object's calls on the waiting thread: only for one that answers at
+/// once; reads then go out one at a time, each with the time then left, none once the
+/// deadline came; an `HttpGateway`'s calls stay off it). The GIL is released while the call
 /// waits; Ctrl-C on the main thread settles the operation `interrupt` and the call returns
 /// that result. `dialect`: `"connop"` (the default) or `"original"` (the original agent
 /// system's words and argument forms); `available=False` refuses valid arguments. An
@@ -142,7 +167,8 @@ fn tick_of(tick: f64) -> PyResult<Duration> {
 /// anything runs. The contract: docs/python.md.
 #[pyfunction]
 #[pyo3(signature = (
-    args, *, session_key, gateway, surface="", on_card=None, on_update=None, updates_for=None,
+    args, *, session_key, gateway=None, gateway_factory=None, surface="", on_card=None,
+    on_update=None, updates_for=None,
     tick=1.0,
     deadline=300.0, local_catalog=Vec::new(), hosted_names=None, tool_call_id=None,
     return_to=None, desktop_return_to=None, interrupt=None, registry=None,
@@ -153,7 +179,8 @@ pub fn manage_connections(
     py: Python<'_>,
     args: &Bound<'_, PyAny>,
     session_key: &str,
-    gateway: &Bound<'_, PyAny>,
+    gateway: Option<&Bound<'_, PyAny>>,
+    gateway_factory: Option<&Bound<'_, PyAny>>,
     surface: &str,
     on_card: Option<Py<PyAny>>,
     on_update: Option<Py<PyAny>>,
@@ -177,7 +204,6 @@ pub fn manage_connections(
             .map_err(|e| PyValueError::new_err(format!("args is not JSON: {e}")))?,
         Err(_) => from_py(args, "args")?,
     };
-    let gateway = gateway_of(gateway)?;
     let surface = surface_of(surface)?;
     let on_card = callable(on_card, py, "on_card")?;
     let on_update = callable(on_update, py, "on_update")?;
@@ -194,13 +220,55 @@ pub fn manage_connections(
             )));
         }
     };
+    let dialect = crate::compat::dialect(dialect)?;
+    let gateway = match (gateway, gateway_factory) {
+        (Some(_), Some(_)) => {
+            return Err(PyTypeError::new_err(
+                "pass gateway or gateway_factory, not both",
+            ));
+        }
+        (Some(gateway), None) => gateway.clone(),
+        (None, Some(factory)) => {
+            if !factory.is_callable() {
+                return Err(PyTypeError::new_err(format!(
+                    "gateway_factory must be a callable, not {}",
+                    type_name(factory)
+                )));
+            }
+            // The arguments first: a refused call builds no client.
+            if let Some(refusal) = refusal(&args, dialect, available) {
+                return Ok(refusal);
+            }
+            match factory.call0() {
+                Ok(gateway) => gateway,
+                // Any `Exception` is the gateway's failure, told to the model; Ctrl-C and
+                // `SystemExit` stay the host's.
+                Err(error) if error.is_instance_of::<PyException>(py) => {
+                    let reason = error.value(py).str()?.to_cow()?.into_owned();
+                    let text = connop_core::tool::gateway_failed_text(&reason, dialect);
+                    return Ok(ToolResult::Error(text).to_json());
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        (None, None) => py.None().into_bound(py),
+    };
+    // An HTTP client's calls wait on the network: never on the waiting thread.
+    let inline = inline && gateway.extract::<PyRef<'_, PyHttpGateway>>().is_err();
+    let gateway = gateway_of(&gateway)?;
     let registry = registry.map_or_else(|| default_registry().clone(), |r| r.inner.clone());
     let mut context: ToolContext<dyn BlockingToolGateway> =
         ToolContext::new(registry, session_key, gateway.clone());
     context.surface = surface;
     let card_failure = CardFailure::new();
-    context.events = on_card
-        .map(|card| events(Some(card), on_update, updates_for, Some(card_failure.clone())));
+    context.events = on_card.map(|card| {
+        events(
+            Some(card),
+            on_update,
+            updates_for,
+            Some(card_failure.clone()),
+        )
+    });
     context.options = OperationOptions {
         tick,
         deadline,
@@ -213,7 +281,7 @@ pub fn manage_connections(
     }
     context.interrupt = interrupt.map(|i| i.inner.clone());
     context.agent_session_id = agent_session_id.map(Into::into);
-    context.dialect = crate::compat::dialect(dialect)?;
+    context.dialect = dialect;
     context.available = available;
     // Calls on this thread run one at a time: the watcher hands them out so.
     context.serial_calls = inline;

@@ -5,6 +5,7 @@ settled operation stays readable, and the documentation stands on its own."""
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import time
 
@@ -81,6 +82,55 @@ def test_a_gateway_of_the_wrong_kind_is_a_type_error(registry, gateway, says):
     assert message.startswith("gateway must be a connop.HttpGateway or an object with the "
                               "methods list_connectors, connections and account_status"), message
     assert says in message, message
+
+
+def test_a_gateway_factory_is_called_only_once_the_arguments_pass(registry):
+    built = []
+
+    def factory():
+        built.append(Gateway())
+        return built[-1]
+
+    def call(args, **kwargs):
+        return connop.manage_connections(args, session_key="s", gateway_factory=factory,
+                                         surface="cli", registry=registry, **kwargs)
+
+    bad = {"action": "explode", "connectors": ["gmail"]}
+    assert call(bad) == connop.check_args(bad)
+    assert call(CONNECT, available=False) == connop.check_args(CONNECT, available=False)
+    assert built == [], "a refused call builds no client"
+    out = json.loads(call(CONNECT))
+    assert out["status"] == "initiated"
+    assert len(built) == 1 and [m["connectors"] for m in built[0].mints] == [("gmail", "notion")]
+
+
+def test_a_gateway_factory_that_raises_is_the_gateway_failed_result(registry):
+    def broken():
+        raise RuntimeError("CONNECTOR_GATEWAY_URL is not set")
+
+    for dialect in (None, "original"):
+        out = connop.manage_connections(CONNECT, session_key="s", gateway_factory=broken,
+                                        registry=registry, dialect=dialect)
+        assert out == connop.gateway_failed("CONNECTOR_GATEWAY_URL is not set", dialect=dialect)
+
+    def stop():
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        connop.manage_connections(CONNECT, session_key="s", gateway_factory=stop,
+                                  registry=registry)
+
+
+def test_gateway_and_gateway_factory_are_one_or_the_other(registry):
+    with pytest.raises(TypeError, match="pass gateway or gateway_factory, not both"):
+        connop.manage_connections(CONNECT, session_key="s", gateway=Gateway(),
+                                  gateway_factory=Gateway, registry=registry)
+    with pytest.raises(TypeError, match="gateway_factory must be a callable, not int"):
+        connop.manage_connections(CONNECT, session_key="s", gateway_factory=5,
+                                  registry=registry)
+    with pytest.raises(TypeError, match="gateway must be a connop.HttpGateway"):
+        connop.manage_connections(CONNECT, session_key="s", gateway_factory=lambda: None,
+                                  registry=registry)
 
 
 @pytest.mark.parametrize("argument", ["on_card", "on_update", "hosted_names"])

@@ -63,7 +63,12 @@ impl SharedRegistry {
 
     /// Registers an operation; refuses with the open one's id.
     pub fn open(&self, key: &RegistryKey, handle: OpHandle) -> Result<(), OpId> {
-        self.lock().open(key.clone(), handle)
+        let (answer, retired) = {
+            let mut registry = self.lock();
+            (registry.open(key.clone(), handle), registry.take_retired())
+        };
+        drop(retired);
+        answer
     }
 
     /// The unsettled operation of a session.

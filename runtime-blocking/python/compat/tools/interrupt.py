@@ -16,11 +16,11 @@ _tokens: Dict[int, connop.Interrupt] = {}
 def token_for(thread_id: Optional[int] = None) -> connop.Interrupt:
     """The token of a thread (the calling one by default), made on first use."""
     tid = threading.get_ident() if thread_id is None else thread_id
-    with _lock:
-        token = _tokens.get(tid)
-        if token is None:
-            token = _tokens[tid] = connop.Interrupt()
+    token = _tokens.get(tid)  # one dict read is atomic; the lock only guards the making
+    if token is not None:
         return token
+    with _lock:
+        return _tokens.setdefault(tid, connop.Interrupt())
 
 
 def set_interrupt(active: bool, thread_id: Optional[int] = None) -> None:

@@ -142,10 +142,16 @@ impl OpHandle {
             Effect::Register { key, .. } => {
                 // A registry the host dropped can hold nothing: the operation goes on
                 // unregistered, as after a close.
-                let answer = match env.registry.upgrade() {
-                    Some(registry) => lock(&registry).open(key, self.clone()),
-                    None => Ok(()),
+                // Kept operations that settles evicted are let go here, outside the lock:
+                // an operation's start is off the path of any card answer.
+                let (answer, retired) = match env.registry.upgrade() {
+                    Some(registry) => {
+                        let mut registry = lock(&registry);
+                        (registry.open(key, self.clone()), registry.take_retired())
+                    }
+                    None => (Ok(()), Vec::new()),
                 };
+                drop(retired);
                 let mut state = self.lock();
                 let now = env.clock.now();
                 state.flow.handle_registered(answer, now);

@@ -47,22 +47,29 @@ def manage_connections(
     the tick, the deadline, the local catalog and the hosted names."""
     if not isinstance(args, (dict, str)):
         args = dict(args or {})
-    refused = connop.check_args(args, dialect=DIALECT, available=connectors_available is not False)
-    if refused is not None:
-        return refused
-    try:
-        gateway = (client_factory or _client.default_client)()
-    except Exception as error:  # the original's catch-all: the model gets a usable error
-        return connop.gateway_failed(str(error), dialect=DIALECT)
     hosted = managed.hosted_names
-    hosted_names = None if hosted is _DEFAULT_HOSTED_NAMES else (lambda: hosted(gateway))
+    if hosted is _DEFAULT_HOSTED_NAMES:
+        # connop checks the arguments, then builds the client (a factory that raises is the
+        # gateway's error), and reads the gateway's own connector list.
+        source = {"gateway_factory": client_factory or _client.default_client}
+    else:
+        # A host's ``hosted_names`` takes the client: built here, after the same check.
+        refused = connop.check_args(args, dialect=DIALECT,
+                                    available=connectors_available is not False)
+        if refused is not None:
+            return refused
+        try:
+            gateway = (client_factory or _client.default_client)()
+        except Exception as error:  # the original's catch-all: the model gets a usable error
+            return connop.gateway_failed(str(error), dialect=DIALECT)
+        source = {"gateway": gateway, "hosted_names": lambda: hosted(gateway)}
     tid = threading.get_ident()
     token = _interrupt.token_for(tid)
     try:
         return connop.manage_connections(
             args,
             session_key=session_id or "default",
-            gateway=gateway,
+            **source,
             surface=connop.surface_of_platform(_client.session_platform() or ""),
             on_card=connection_callback,
             on_update=_frame if connection_callback is not None else None,
@@ -72,16 +79,16 @@ def manage_connections(
             tick=float(managed.WATCH_TICK_SECONDS),
             deadline=float(_operation.OPERATION_DEADLINE_SECONDS),
             local_catalog=sorted(managed.catalog_names() or ()),
-            hosted_names=hosted_names,
             desktop_return_to=_client.desktop_return_to(),
             interrupt=token,
             registry=live.registry(),
             tool_call_id=tool_call_id,
             dialect=DIALECT,
+            available=connectors_available is not False,
             # The original ran a client object's calls on the tool call's own thread, one at
             # a time, and its tests rely on it (a read that settles the operation finishes
             # before the call returns); connop's HTTP client keeps its calls off that thread.
-            calls=None if isinstance(gateway, connop.HttpGateway) else "inline",
+            calls="inline",
         )
     finally:
         _interrupt.release(tid, token)

@@ -8,22 +8,24 @@ or empty); the core decides card or links from it and sends the desktop app's na
 
 from __future__ import annotations
 
-import os
-
 import connop
 
 DESKTOP_APP = "hermes-desktop"
 DESKTOP_DEV_APP = "hermes-desktop-dev"
 
 
+# ``os.environ.get`` without its exception for an unset name (every tool call asks).
+_getenv = connop._getenv
+
+
 def session_platform() -> str:
     """The session's surface: ``HERMES_SESSION_PLATFORM``, else empty (unset)."""
-    return os.environ.get("HERMES_SESSION_PLATFORM", "")
+    return _getenv("HERMES_SESSION_PLATFORM") or ""
 
 
 def desktop_return_to() -> str:
     """The desktop app's name for the mint's ``returnTo``."""
-    return DESKTOP_DEV_APP if os.environ.get("HERMES_DESKTOP_DEV_SERVER") else DESKTOP_APP
+    return DESKTOP_DEV_APP if _getenv("HERMES_DESKTOP_DEV_SERVER") else DESKTOP_APP
 
 
 class ConnectorClient(connop.TransportGateway):

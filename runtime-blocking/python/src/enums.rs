@@ -49,16 +49,22 @@ macro_rules! contract_enum {
 
         impl $py {
             /// The member, from itself or from its wire name.
+            /// A miss costs no Python exception (a host's own `str` enum, whose members are
+            /// the wire names, is read on every move).
             pub fn extract(obj: &Bound<'_, PyAny>) -> PyResult<$core> {
-                if let Ok(member) = obj.extract::<$py>() {
-                    return Ok(member.into());
+                if let Ok(member) = obj.cast::<$py>() {
+                    return Ok((*member.get()).into());
                 }
                 if let Ok(name) = obj.cast::<PyString>() {
                     let name = name.to_cow()?;
-                    return serde_json::from_value(serde_json::Value::String(name.to_string()))
-                        .map_err(|_| PyValueError::new_err(format!(
-                            concat!("'{}' is not a ", $pyname), name
-                        )));
+                    $(
+                        if name == <$core>::$variant.as_str() {
+                            return Ok(<$core>::$variant);
+                        }
+                    )+
+                    return Err(PyValueError::new_err(format!(
+                        concat!("'{}' is not a ", $pyname), name
+                    )));
                 }
                 Err(PyValueError::new_err(concat!("expected a ", $pyname, " or its name")))
             }

@@ -252,3 +252,24 @@ def test_any_chat_platform_of_the_original_is_a_surface_without_a_card():
                 callback=seen.append)
     assert out["status"] == "initiated" and out["targets"][0]["connect_url"]
     assert seen == [], "no card on a chat platform"
+
+
+def test_a_subclass_that_overrides_transition_keeps_its_override():
+    from tools.connectors import contract as c
+    from tools.connectors.operation import ConnectionOperation
+
+    seen = []
+
+    class Audited(ConnectionOperation):
+        def transition(self, name, to, actor, **fields):
+            seen.append((name, to))
+            return super().transition(name, to, actor, **fields)
+
+    plain = ConnectionOperation(["gmail"], session_key="bind-plain")
+    audited = Audited(["gmail"], session_key="bind-audited")
+    assert plain.transition("gmail", c.TargetState.skipped, c.Actor.user)["to"] == "skipped"
+    assert audited.transition("gmail", c.TargetState.skipped, c.Actor.user)["to"] == "skipped"
+    assert seen == [("gmail", c.TargetState.skipped)]
+    # A patch of the object itself reaches it.
+    with patch.object(plain, "transition", return_value="patched"):
+        assert plain.transition("gmail", c.TargetState.pending, c.Actor.user) == "patched"

@@ -140,6 +140,7 @@ class ConnectionOperation:
         self._handle = live.registry().detached(
             session_key, [_spec(t) for t in targets], deadline=float(seconds),
             tool_call_id=tool_call_id, on_update=_on_frame(weakref.ref(self)))
+        self._bind_moves()
         live._remember(self)
 
     @classmethod
@@ -154,7 +155,16 @@ class ConnectionOperation:
         operation._wake = None
         operation._handle = handle
         operation._adopted_seq = handle.result()["seq"]
+        operation._bind_moves()
         return operation
+
+    def _bind_moves(self) -> None:
+        """``transition`` is the handle's own method on this object, unless a subclass
+        overrides it: a card answer then reaches connop with no Python frame in between,
+        which a thread waking from idle pays for in microseconds. (A patch of the class's
+        ``transition`` made after this object exists does not reach it; patch the object.)"""
+        if type(self).transition is ConnectionOperation.transition:
+            self.__dict__["transition"] = self._handle.transition
 
     @property
     def wake(self) -> threading.Event:

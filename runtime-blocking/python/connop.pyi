@@ -112,6 +112,10 @@ class Operation:
     def op_id(self) -> Optional[str]: ...
     @property
     def settled(self) -> bool: ...
+    @property
+    def seq(self) -> int:
+        """The change counter: one more with every change (the ``seq`` of its result and
+        frames)."""
     def transition(self, name: str, to: Union[TargetState, str], actor: Union[Actor, str], *,
                    detail: Optional[str] = None, connect_url: Optional[str] = None,
                    connection_id: Optional[str] = None) -> Optional[dict]:

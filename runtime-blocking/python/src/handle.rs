@@ -311,6 +311,12 @@ impl PyOperation {
         self.inner.op_id().map(|id| id.as_str().to_owned())
     }
 
+    /// The change counter: one more with every change (the `seq` of its result and frames).
+    #[getter]
+    fn seq(&self, py: Python<'_>) -> u64 {
+        crate::exit::detach(py, || self.inner.seq().unwrap_or(0))
+    }
+
     /// Whether it settled.
     #[getter]
     fn settled(&self, py: Python<'_>) -> bool {

@@ -328,3 +328,11 @@ def test_the_docs_cite_nothing_outside_the_repository():
         text = stub.read()
     assert "SPEC" not in text and "§" not in text
     assert "docs/python.md" in connop.__doc__ and "docs/python.md" in text
+
+
+def test_an_operation_handle_counts_its_changes(registry):
+    op = registry.open("seq", ["gmail", "notion"])
+    before = op.seq
+    assert before == op.result()["seq"]
+    op.transition("gmail", "skipped", "user")
+    assert op.seq == before + 1 == op.result()["seq"]

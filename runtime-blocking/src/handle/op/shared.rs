@@ -118,6 +118,12 @@ impl OpHandle {
         self.lock().flow.view()
     }
 
+    /// The operation's change counter (none for a status call or refused arguments): a
+    /// host that only asks whether something changed reads this, not the whole view.
+    pub fn seq(&self) -> Option<u64> {
+        self.lock().flow.operation().map(|op| op.seq())
+    }
+
     /// Whether the operation settled.
     pub fn is_settled(&self) -> bool {
         RegistryEntry::is_settled(self)

@@ -154,7 +154,7 @@ class ConnectionOperation:
         # for it (see ``live.frames_wanted``).
         operation._wake = None
         operation._handle = handle
-        operation._adopted_seq = handle.result()["seq"]
+        operation._adopted_seq = handle.seq
         operation._bind_moves()
         return operation
 
@@ -177,7 +177,7 @@ class ConnectionOperation:
             self._wake = event
             live._waiting[self.op_id] = self
             # Set already if the operation changed since this object was made for it.
-            if self._handle.result()["seq"] != self._adopted_seq:
+            if self._handle.seq != self._adopted_seq:
                 event.set()
         return event
 

@@ -1,10 +1,12 @@
-"""Card rounds through the compatibility layer, for an instruction count: a worker thread
-runs ``manage_connections`` with the vendored seed's fake gateway and a card; another thread
-finds the operation (``live.get``) and answers it (``transition``). No figure of its own: run
-it under callgrind for two sizes, and the difference over the difference of rounds is one
-round's instructions (docs/PERFORMANCE.md, "From Python"):
+"""Rounds through the compatibility layer, for an instruction count, with the vendored
+seed's fake gateway. ``card``: a worker thread runs ``manage_connections`` with a card;
+another thread finds the operation (``live.get``) and answers it (``transition``).
+``lifecycle``: two targets, both connected on their first read, tick 0 (the lifecycle of
+``embedding.py``). No figure of its own: run it under callgrind for two sizes; the
+difference over the difference of rounds is one round's instructions (docs/PERFORMANCE.md,
+"From Python"):
 
-    python card_rounds.py ROUNDS
+    python rounds.py card|lifecycle ROUNDS
 """
 
 from __future__ import annotations
@@ -50,11 +52,25 @@ def rounds(count: int) -> None:
         assert '"all_resolved"' in out, out
 
 
+def lifecycles(count: int) -> None:
+    with patch.object(managed, "WATCH_TICK_SECONDS", 0.0):
+        for _ in range(count):
+            gw = seed.GatewayFake(flips={"gmail": 1, "notion": 1})
+            out = manage_connections({"action": "connect", "connectors": ["gmail", "notion"]},
+                                     client_factory=lambda: gw,
+                                     connection_callback=lambda p: None, session_id="s1")
+            assert '"all_resolved"' in out and len(gw.reads) == 2, out
+
+
 if __name__ == "__main__":
+    kind, count = sys.argv[1], int(sys.argv[2])
+    if kind == "lifecycle":
+        lifecycles(count)
+        sys.exit()
     answering = threading.Thread(target=answerer)
     answering.start()
     with patch.object(managed, "WATCH_TICK_SECONDS", 30.0):
-        worker = threading.Thread(target=rounds, args=(int(sys.argv[1]),))
+        worker = threading.Thread(target=rounds, args=(count,))
         worker.start()
         worker.join()
     cards.put(None)

@@ -164,10 +164,16 @@ impl<H: RegistryEntry> Registry<H> {
     }
 
     /// The kept operations that newer settles evicted since the last call, for the caller to
-    /// drop outside its lock: a runtime asks when an operation opens, off the path of any
-    /// settle.
+    /// drop outside its lock.
     pub fn take_retired(&mut self) -> Vec<H> {
         std::mem::take(&mut self.retired)
+    }
+
+    /// [`open`](Self::open), handing back the retired operations too
+    /// ([`take_retired`](Self::take_retired)): an operation's start is off the path of any
+    /// settle, so that is where they are let go.
+    pub fn open_retiring(&mut self, key: RegistryKey, handle: H) -> (Result<(), OpId>, Vec<H>) {
+        (self.open(key, handle), self.take_retired())
     }
 
     /// The unsettled operation under `key`, if any.

@@ -2,13 +2,11 @@
 //! contract as data, the one lookup of the transition table, the tool's argument check and
 //! its texts in either dialect. The host builds its own names from these; it decides nothing.
 
-use crate::convert::from_py;
 use crate::enums::{PyKind, PyTargetState};
 use connop_core::contract::{self, Actor, Kind, SettleReason, TargetAction, TargetState};
-use connop_core::tool::{self, Dialect, ToolResult};
+use connop_core::tool::{self, Dialect};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyString;
 use serde_json::{Value, json};
 
 /// A dialect by name: `connop` (connop's own words) or `original` (the original agent
@@ -92,12 +90,11 @@ pub fn check_args(
     available: bool,
 ) -> PyResult<Option<String>> {
     let dialect = self::dialect(dialect)?;
-    let args: Value = match args.cast::<PyString>() {
-        Ok(text) => serde_json::from_str(&text.to_cow()?)
-            .map_err(|e| PyValueError::new_err(format!("args is not JSON: {e}")))?,
-        Err(_) => from_py(args, "args")?,
-    };
-    Ok(crate::tool::refusal(&args, dialect, available))
+    Ok(crate::tool::refusal(
+        &crate::tool::args_of(args)?,
+        dialect,
+        available,
+    ))
 }
 
 /// The tool's JSON result when the gateway cannot be reached (its client could not be
@@ -105,8 +102,7 @@ pub fn check_args(
 #[pyfunction]
 #[pyo3(signature = (reason, *, dialect=None))]
 pub fn gateway_failed(reason: &str, dialect: Option<&str>) -> PyResult<String> {
-    let text = tool::gateway_failed_text(&reason, self::dialect(dialect)?);
-    Ok(ToolResult::Error(text).to_json())
+    Ok(crate::tool::gateway_failed(reason, self::dialect(dialect)?))
 }
 
 /// The tool's model-facing declaration in `dialect` (`name`, `description`, `parameters`).

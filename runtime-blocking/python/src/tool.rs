@@ -124,7 +124,15 @@ fn gateway_of(gateway: &Bound<'_, PyAny>) -> PyResult<Arc<dyn BlockingToolGatewa
     Ok(Arc::new(PyGateway::new(gateway.clone().unbind())))
 }
 
-/// `tick`: a finite number of seconds >= 0, at least [`MIN_TICK`].
+/// The tool's arguments: a dict (JSON data) or its JSON text.
+pub fn args_of(args: &Bound<'_, PyAny>) -> PyResult<Value> {
+    match args.cast::<PyString>() {
+        Ok(text) => serde_json::from_str(&text.to_cow()?)
+            .map_err(|e| PyValueError::new_err(format!("args is not JSON: {e}"))),
+        Err(_) => from_py(args, "args"),
+    }
+}
+
 /// The tool's refusal (its JSON result) of arguments the core rejects, or of valid ones
 /// while the host says connectors are not available; `None` when the call may go on.
 pub fn refusal(args: &Value, dialect: Dialect, available: bool) -> Option<String> {
@@ -136,6 +144,12 @@ pub fn refusal(args: &Value, dialect: Dialect, available: bool) -> Option<String
     Some(ToolResult::Error(text).to_json())
 }
 
+/// The tool's JSON result when its gateway client could not be built: `reason` says why.
+pub fn gateway_failed(reason: &str, dialect: Dialect) -> String {
+    ToolResult::Error(connop_core::tool::gateway_failed_text(&reason, dialect)).to_json()
+}
+
+/// `tick`: a finite number of seconds >= 0, at least [`MIN_TICK`].
 fn tick_of(tick: f64) -> PyResult<Duration> {
     Ok(seconds(tick, "tick")?.max(MIN_TICK))
 }
@@ -199,11 +213,7 @@ pub fn manage_connections(
     dialect: Option<&str>,
     available: bool,
 ) -> PyResult<String> {
-    let args: Value = match args.cast::<PyString>() {
-        Ok(text) => serde_json::from_str(&text.to_cow()?)
-            .map_err(|e| PyValueError::new_err(format!("args is not JSON: {e}")))?,
-        Err(_) => from_py(args, "args")?,
-    };
+    let args = args_of(args)?;
     let surface = surface_of(surface)?;
     let on_card = callable(on_card, py, "on_card")?;
     let on_update = callable(on_update, py, "on_update")?;
@@ -244,9 +254,7 @@ pub fn manage_connections(
                 // Any `Exception` is the gateway's failure, told to the model; Ctrl-C and
                 // `SystemExit` stay the host's.
                 Err(error) if error.is_instance_of::<PyException>(py) => {
-                    let reason = error.value(py).str()?.to_cow()?.into_owned();
-                    let text = connop_core::tool::gateway_failed_text(&reason, dialect);
-                    return Ok(ToolResult::Error(text).to_json());
+                    return Ok(gateway_failed(&error.value(py).str()?.to_cow()?, dialect));
                 }
                 Err(error) => return Err(error),
             }

@@ -63,11 +63,8 @@ impl SharedRegistry {
 
     /// Registers an operation; refuses with the open one's id.
     pub fn open(&self, key: &RegistryKey, handle: OpHandle) -> Result<(), OpId> {
-        let (answer, retired) = {
-            let mut registry = self.lock();
-            (registry.open(key.clone(), handle), registry.take_retired())
-        };
-        drop(retired);
+        // Operations the registry retired are let go outside its lock.
+        let (answer, _retired) = self.lock().open_retiring(key.clone(), handle);
         answer
     }
 

@@ -142,13 +142,9 @@ impl OpHandle {
             Effect::Register { key, .. } => {
                 // A registry the host dropped can hold nothing: the operation goes on
                 // unregistered, as after a close.
-                // Kept operations that settles evicted are let go here, outside the lock:
-                // an operation's start is off the path of any card answer.
+                // Operations the registry retired are let go here, outside its lock.
                 let (answer, retired) = match env.registry.upgrade() {
-                    Some(registry) => {
-                        let mut registry = lock(&registry);
-                        (registry.open(key, self.clone()), registry.take_retired())
-                    }
+                    Some(registry) => lock(&registry).open_retiring(key, self.clone()),
                     None => (Ok(()), Vec::new()),
                 };
                 drop(retired);

@@ -47,29 +47,30 @@ def manage_connections(
     the tick, the deadline, the local catalog and the hosted names."""
     if not isinstance(args, (dict, str)):
         args = dict(args or {})
+    # connop checks the arguments, then builds the client (a factory that raises is the
+    # gateway's error).
+    factory = client_factory or _client.default_client
     hosted = managed.hosted_names
-    if hosted is _DEFAULT_HOSTED_NAMES:
-        # connop checks the arguments, then builds the client (a factory that raises is the
-        # gateway's error), and reads the gateway's own connector list.
-        source = {"gateway_factory": client_factory or _client.default_client}
-    else:
-        # A host's ``hosted_names`` takes the client: built here, after the same check.
-        refused = connop.check_args(args, dialect=DIALECT,
-                                    available=connectors_available is not False)
-        if refused is not None:
-            return refused
-        try:
-            gateway = (client_factory or _client.default_client)()
-        except Exception as error:  # the original's catch-all: the model gets a usable error
-            return connop.gateway_failed(str(error), dialect=DIALECT)
-        source = {"gateway": gateway, "hosted_names": lambda: hosted(gateway)}
+    hosted_names = None
+    if hosted is not _DEFAULT_HOSTED_NAMES:
+        # A host's ``hosted_names`` takes the client connop built (the misroute check comes
+        # after the mint).
+        built = []
+
+        def factory(make=factory):
+            built.append(make())
+            return built[-1]
+
+        def hosted_names():
+            return hosted(built[-1])
+
     tid = threading.get_ident()
     token = _interrupt.token_for(tid)
     try:
         return connop.manage_connections(
             args,
             session_key=session_id or "default",
-            **source,
+            gateway_factory=factory,
             surface=connop.surface_of_platform(_client.session_platform() or ""),
             on_card=connection_callback,
             on_update=_frame if connection_callback is not None else None,
@@ -79,6 +80,7 @@ def manage_connections(
             tick=float(managed.WATCH_TICK_SECONDS),
             deadline=float(_operation.OPERATION_DEADLINE_SECONDS),
             local_catalog=sorted(managed.catalog_names() or ()),
+            hosted_names=hosted_names,
             desktop_return_to=_client.desktop_return_to(),
             interrupt=token,
             registry=live.registry(),
